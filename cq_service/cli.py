@@ -1,0 +1,114 @@
+"""The `cq` command (DESIGN §6): validate, explain, run.
+
+Exit status: 0 on success, 2 on invalid input, 1 on failure.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from cq_service.errors import CQError
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="cq-service: continuous queries in CQL.",
+)
+
+
+def _errors(e: CQError) -> list[str]:
+    inner = getattr(e, "errors", None)
+    return [x.render() for x in inner] if inner else [e.render()]
+
+
+@app.command()
+def validate(files: list[Path] = typer.Argument(..., help="pipeline files to check")) -> None:
+    """Check pipeline files; print FILE:LINE:COL: message for each problem."""
+    from cq_service.compiler import load_and_compile
+
+    bad = False
+    for f in files:
+        try:
+            load_and_compile(f)
+        except CQError as e:
+            bad = True
+            for line in _errors(e):
+                typer.echo(line, err=False)
+            continue
+        typer.echo(f"{f}: ok")
+    raise typer.Exit(2 if bad else 0)
+
+
+@app.command()
+def explain(
+    file: Path = typer.Argument(..., help="pipeline file"),
+    policy: str = typer.Option("round_robin", help="scheduling policy"),
+) -> None:
+    """Print the physical plan: operators, windows, queues, synopses, sharing."""
+    from cq_service.compiler import load_and_compile
+    from cq_service.plan.explain import explain as render
+
+    try:
+        compiled = load_and_compile(file)
+    except CQError as e:
+        for line in _errors(e):
+            typer.echo(line)
+        raise typer.Exit(2) from None
+    typer.echo(render(compiled.plan, policy))
+
+
+@app.command()
+def run(
+    file: Path = typer.Argument(..., help="pipeline file"),
+    stats: bool = typer.Option(False, "--stats", help="print per-operator counts and peak memory"),
+    policy: str = typer.Option("round_robin", help="scheduling policy"),
+    batch_rows: int = typer.Option(65_536, help="rows per source read"),
+) -> None:
+    """Run a pipeline until every source is exhausted, then flush the sinks."""
+    from cq_service.compiler import load_and_compile
+    from cq_service.runner import run_pipeline
+
+    try:
+        compiled = load_and_compile(file)
+    except CQError as e:
+        for line in _errors(e):
+            typer.echo(line)
+        raise typer.Exit(2) from None
+    try:
+        report = run_pipeline(compiled, policy=policy, batch_rows=batch_rows)
+    except CQError as e:
+        typer.echo(f"error: {e.render()}", err=True)
+        raise typer.Exit(1) from None
+    for name, counts in report.sources.items():
+        if counts["late"] or counts["malformed"]:
+            typer.echo(
+                f"{name}: {counts['late']} late, {counts['malformed']} malformed record(s)",
+                err=True,
+            )
+    if report.dead_letter_count:
+        typer.echo(
+            f"{report.dead_letter_count} record(s) written to the dead-letter sink"
+            + (f" {report.dead_letter_path}" if report.dead_letter_path else ""),
+            err=True,
+        )
+    if stats:
+        from cq_service.stats import render_stats
+
+        typer.echo(render_stats(report), err=True)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

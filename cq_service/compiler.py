@@ -1,0 +1,167 @@
+"""Compiling a pipeline: spec -> CQL -> plan.
+
+`compile_pipeline` checks everything a pipeline file says (the spec, then every query in
+dependency order) and returns the physical plan. Errors carry the pipeline file's line and
+column. Running it is `runner.run_pipeline`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cq_service.cql import ast
+from cq_service.cql.binder import BoundQuery, Catalog, bind_query
+from cq_service.cql.logical import Field, Source
+from cq_service.cql.parser import parse_query
+from cq_service.errors import CQError, CQLError, Span
+from cq_service.plan.physical import PhysicalNode, PhysicalPlan
+from cq_service.plan.planner import plan_queries
+from cq_service.spec import load_pipeline
+from cq_service.spec.exceptions import SpecErrors
+from cq_service.spec.model import PipelineSpec, QuerySpec
+
+__all__ = ["CompiledPipeline", "compile_pipeline", "load_and_compile"]
+
+
+@dataclass
+class CompiledPipeline:
+    spec: PipelineSpec
+    queries: list[BoundQuery]
+    plan: PhysicalPlan
+
+
+def load_and_compile(path: str | Path) -> CompiledPipeline:
+    """Load and check a pipeline file; raises `SpecErrors` listing every problem."""
+    return compile_pipeline(load_pipeline(path))
+
+
+def compile_pipeline(spec: PipelineSpec) -> CompiledPipeline:
+    errors: list[CQError] = []
+    parsed: dict[str, ast.Query] = {}
+    for q in spec.queries.values():
+        try:
+            parsed[q.name] = parse_query(q.cql)
+        except CQLError as e:
+            errors.append(_in_file(e, q, spec))
+    order = _dependency_order(spec, parsed, errors)
+    catalog = Catalog(spec.time_unit_ns)
+    for s in list(spec.streams.values()) + list(spec.relations.values()):
+        fields = tuple(Field(f.name, f.type, s.name) for f in s.schema)
+        catalog.sources[s.name.lower()] = Source(s.name, fields, s.is_relation, s.span)
+    bound: dict[str, BoundQuery] = {}
+    for name in order:
+        q = spec.queries[name]
+        try:
+            bq = bind_query(parsed[name], catalog, name)
+        except CQLError as e:
+            errors.append(_in_file(e, q, spec))
+            continue
+        bound[name] = bq
+        catalog.views[name.lower()] = bq
+    if errors:
+        raise SpecErrors(errors, file=spec.path)
+    queries = [bound[q] for q in spec.queries if q in bound]
+    plan = plan_queries([(bq, spec.queries[bq.name].sink) for bq in queries])
+    _add_unread_sources(plan, catalog)
+    return CompiledPipeline(spec, queries, plan)
+
+
+def _add_unread_sources(plan: PhysicalPlan, catalog: Catalog) -> None:
+    """Every declared input is read, used or not: the end of input is the largest timestamp
+    on any of the pipeline's sources (docs/semantics.md)."""
+    present = {n.op for n in plan.nodes if isinstance(n.op, Source)}
+    for src in catalog.sources.values():
+        if src not in present:
+            plan.nodes.insert(0, PhysicalNode(-1, src, [], []))
+    # Renumber so ids are positions again.
+    remap = {id(n): k for k, n in enumerate(plan.nodes)}
+    old_ids = {n.id: remap[id(n)] for n in plan.nodes if n.id >= 0}
+    for n in plan.nodes:
+        n.inputs = [old_ids[i] for i in n.inputs]
+    for n in plan.nodes:
+        n.id = remap[id(n)]
+    for s in plan.sinks:
+        s.input = old_ids[s.input]
+
+
+def _in_file(e: CQLError, q: QuerySpec, spec: PipelineSpec) -> CQError:
+    """A CQL error re-positioned at the query text's place in the pipeline file."""
+    if e.span is not None and e.span.offset is not None:
+        line, col = q.position_of(e.span.offset)
+    elif e.span is not None and e.span != Span():
+        line, col = q.position_of(0)
+    else:
+        line, col = q.span.line, q.span.col
+    return CQLError(f"query '{q.name}': {e.message}", Span(line, col, file=spec.path), file=spec.path)
+
+
+def _referenced(node: Any, out: set[str]) -> None:
+    if isinstance(node, ast.TableRef):
+        out.add(node.name.lower())
+    if isinstance(node, tuple):
+        for x in node:
+            _referenced(x, out)
+        return
+    fields = getattr(node, "__dataclass_fields__", None)
+    if not fields:
+        return
+    for name in fields:
+        if name != "span":
+            _referenced(getattr(node, name), out)
+
+
+def _dependency_order(
+    spec: PipelineSpec, parsed: dict[str, ast.Query], errors: list[CQError]
+) -> list[str]:
+    """Queries ordered so that every view comes before its readers; cycles are errors."""
+    by_lower = {n.lower(): n for n in spec.queries}
+    deps: dict[str, list[str]] = {}
+    for name, q in parsed.items():
+        refs: set[str] = set()
+        _referenced(q, refs)
+        deps[name] = [by_lower[r] for r in sorted(refs) if r in by_lower]
+    order: list[str] = []
+    state: dict[str, int] = {}  # 1 visiting, 2 done
+
+    def visit(n: str, path: list[str]) -> None:
+        if state.get(n) == 2:
+            return
+        if state.get(n) == 1:
+            cycle = [*path[path.index(n) :], n]
+            q = spec.queries[n]
+            errors.append(
+                CQLError(
+                    f"views form a cycle: {' -> '.join(cycle)}",
+                    Span(q.span.line, q.span.col, file=spec.path),
+                    file=spec.path,
+                )
+            )
+            return
+        state[n] = 1
+        for d in deps.get(n, []):
+            if d in parsed:
+                visit(d, [*path, n])
+        state[n] = 2
+        order.append(n)
+
+    for n in spec.queries:
+        if n in parsed:
+            visit(n, [])
+    return [n for n in order if n in parsed and not _in_cycle(n, deps)]
+
+
+def _in_cycle(n: str, deps: dict[str, list[str]]) -> bool:
+    seen: set[str] = set()
+    stack = list(deps.get(n, []))
+    while stack:
+        d = stack.pop()
+        if d == n:
+            return True
+        if d not in seen:
+            seen.add(d)
+            stack.extend(deps.get(d, []))
+    return False
+
+

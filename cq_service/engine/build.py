@@ -1,0 +1,153 @@
+"""Instantiate a physical plan: one operator per node, queues between them, sinks at the roots.
+
+The caller supplies the outside world: a chunk reader per source, a result writer per sink,
+each stream's time options, and where dead letters go.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from cq_service.cql import logical as L
+from cq_service.engine.executor import Executor
+from cq_service.engine.operators.aggregate import Aggregate
+from cq_service.engine.operators.base import Operator
+from cq_service.engine.operators.distinct import Distinct
+from cq_service.engine.operators.dstream import Dstream
+from cq_service.engine.operators.istream import Istream
+from cq_service.engine.operators.join import Join
+from cq_service.engine.operators.mark_join import MarkJoin
+from cq_service.engine.operators.project import Project
+from cq_service.engine.operators.range_window import RangeWindow
+from cq_service.engine.operators.rows_window import PartitionRowsWindow, RowsWindow
+from cq_service.engine.operators.rstream import Rstream
+from cq_service.engine.operators.sample import Sample
+from cq_service.engine.operators.select import Select
+from cq_service.engine.operators.sink import ResultWriter, SinkOperator
+from cq_service.engine.operators.source import ChunkReader, DeadLetters, SourceOperator
+from cq_service.engine.operators.unbounded_window import UnboundedWindow
+from cq_service.engine.operators.view import ViewBoundary
+from cq_service.engine.queues import Queue, QueueReader
+from cq_service.engine.scheduler import SchedulingPolicy
+from cq_service.plan.physical import PhysicalNode, PhysicalPlan
+
+__all__ = ["SourceOptions", "build_executor"]
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    is_relation: bool = False
+    max_delay: int = 0
+    late: str = "drop"
+
+
+def build_executor(
+    plan: PhysicalPlan,
+    *,
+    readers: Mapping[str, ChunkReader],
+    writers: Mapping[str, ResultWriter],
+    options: Mapping[str, SourceOptions] | None = None,
+    dead_letters: DeadLetters | None = None,
+    policy: SchedulingPolicy | None = None,
+    budget: int = 65_536,
+) -> Executor:
+    options = options or {}
+    queues: dict[int, Queue] = {}
+    operators: list[Operator] = []
+    for node in plan.nodes:
+        out = Queue(f"q{node.id}")
+        queues[node.id] = out
+        ins = [queues[i].reader() for i in node.inputs]
+        op = _make(node, ins, out, readers, options, dead_letters)
+        op.out_types = node.types
+        operators.append(op)
+    for s in plan.sinks:
+        sink = SinkOperator(s.query, [queues[s.input].reader()], writers[s.query], s.is_stream)
+        sink.out_types = s.types
+        operators.append(sink)
+    return Executor(operators, list(queues.values()), policy, budget)
+
+
+def _make(
+    node: PhysicalNode,
+    ins: list[QueueReader],
+    out: Queue,
+    readers: Mapping[str, ChunkReader],
+    options: Mapping[str, SourceOptions],
+    dead_letters: DeadLetters | None,
+) -> Operator:
+    op = node.op
+    name = f"#{node.id}"
+    maker = _MAKERS[type(op)]
+    return maker(op, name, ins, out, readers=readers, options=options, dead_letters=dead_letters)
+
+
+def _source(op: L.Source, name, ins, out, *, readers, options, dead_letters) -> Operator:
+    o = options.get(op.name, SourceOptions(is_relation=op.is_relation))
+    return SourceOperator(
+        op.name,
+        out,
+        readers.get(op.name),  # type: ignore[arg-type]
+        is_relation=op.is_relation,
+        max_delay=o.max_delay,
+        late_policy=o.late,
+        dead_letters=dead_letters,
+        column_names=[f.name for f in op.schema],
+    )
+
+
+def _window(op: L.WindowOp, name, ins, out, **_) -> Operator:
+    w = op.window
+    if w.kind == "unbounded":
+        return UnboundedWindow(name, ins, out, w.where)
+    if w.kind == "rows":
+        if w.partition_by:
+            return PartitionRowsWindow(name, ins, out, w.n, w.partition_by, w.where)  # type: ignore[arg-type]
+        return RowsWindow(name, ins, out, w.n, w.where)  # type: ignore[arg-type]
+    return RangeWindow(name, ins, out, w.size, w.slide, w.where)  # type: ignore[arg-type]
+
+
+def _mark_join(op: L.MarkJoin, name, ins, out, **_) -> Operator:
+    return MarkJoin(
+        name,
+        ins,
+        out,
+        mode=op.mode,
+        left_types=[f.type for f in op.left.schema],
+        right_types=[f.type for f in op.right.schema],
+        probe=op.probe,
+        op=op.op,
+        left_keys=op.left_keys,
+        right_keys=op.right_keys,
+        correlation=op.correlation,
+    )
+
+
+def _rel_to_stream(op: L.RelToStream, name, ins, out, **_) -> Operator:
+    cls = {"istream": Istream, "dstream": Dstream, "rstream": Rstream}[op.op]
+    return cls(name, ins, out)
+
+
+_MAKERS: dict[type, Callable[..., Operator]] = {
+    L.Source: _source,
+    L.View: lambda op, name, ins, out, **_: ViewBoundary(op.name, ins, out, is_stream=op.is_stream),
+    L.WindowOp: _window,
+    L.Sample: lambda op, name, ins, out, **_: Sample(name, ins, out, op.percent, op.seed),
+    L.Filter: lambda op, name, ins, out, **_: Select(name, ins, out, op.predicate),
+    L.Project: lambda op, name, ins, out, **_: Project(name, ins, out, op.exprs),
+    L.Join: lambda op, name, ins, out, **_: Join(
+        name, ins, out, op.left_keys, op.right_keys, op.residual
+    ),
+    L.MarkJoin: _mark_join,
+    L.Aggregate: lambda op, name, ins, out, **_: Aggregate(name, ins, out, op.keys, op.aggs),
+    L.Distinct: lambda op, name, ins, out, **_: Distinct(name, ins, out),
+    L.SetOperation: lambda op, name, ins, out, **_: _set_op(op, name, ins, out),
+    L.RelToStream: _rel_to_stream,
+}
+
+
+def _set_op(op: L.SetOperation, name, ins, out) -> Operator:
+    from cq_service.engine.operators.set_operation import SetOperation
+
+    return SetOperation(name, ins, out, op.op, op.all)

@@ -1,0 +1,72 @@
+"""The executor: a single thread running operators as the scheduling policy picks them.
+
+It also keeps the pipeline's clock: while some sources are still reading, a source that is
+exhausted follows the slowest active source's heartbeat; when every source is exhausted, all of
+them send the final heartbeat at the largest timestamp seen (docs/semantics.md, end of input).
+"""
+
+from __future__ import annotations
+
+from cq_service.engine.memory import MemoryMonitor
+from cq_service.engine.operators.base import NEVER, Operator
+from cq_service.engine.operators.sink import SinkOperator
+from cq_service.engine.operators.source import SourceOperator
+from cq_service.engine.queues import Queue
+from cq_service.engine.scheduler import RoundRobin, SchedulingPolicy
+
+__all__ = ["Executor"]
+
+
+class Executor:
+    def __init__(
+        self,
+        operators: list[Operator],
+        queues: list[Queue],
+        policy: SchedulingPolicy | None = None,
+        budget: int = 65_536,
+    ):
+        self.operators = operators
+        self.queues = queues
+        self.sources = [op for op in operators if isinstance(op, SourceOperator)]
+        self.sinks = [op for op in operators if isinstance(op, SinkOperator)]
+        self.policy = policy or RoundRobin()
+        self.budget = budget
+        self.memory = MemoryMonitor(operators, queues)
+        self.steps = 0
+        self._clock = NEVER
+
+    def run(self) -> None:
+        """Run until every source is exhausted and every queue drained; then flush sinks."""
+        while True:
+            op = self.policy.choose(self.operators)
+            if op is None:
+                if not self._advance_clock():
+                    break
+                continue
+            op.run(self.budget)
+            self.steps += 1
+            if isinstance(op, SourceOperator):
+                self._advance_clock()
+            self.memory.sample()
+        for sink in self.sinks:
+            sink.finish()
+
+    def _advance_clock(self) -> bool:
+        """Move exhausted sources' heartbeats; True if that gave anyone work."""
+        active = [s for s in self.sources if not s.exhausted]
+        if active:
+            marks = [s.watermark for s in active]
+            clock = min(marks)
+        else:
+            seen = [s.max_seen for s in self.sources if s.max_seen != NEVER]
+            clock = max(seen) if seen else NEVER
+        if clock <= self._clock and active:
+            return False
+        self._clock = max(self._clock, clock)
+        moved = False
+        for s in self.sources:
+            if s.exhausted:
+                before = s.watermark
+                s.follow_clock(clock)
+                moved |= s.watermark != before
+        return moved or any(op.runnable() for op in self.operators)

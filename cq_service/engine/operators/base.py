@@ -1,0 +1,188 @@
+"""The operator contract and the run loop, written once.
+
+The executor sees only `run(budget)`, `runnable()` and the statistics. Subclasses implement what
+differs: `on_batch` (unary) or `on_run` (several inputs, called in timestamp order across the
+inputs), `on_heartbeat` (time-driven output such as window expiries), and `state_size`.
+
+Inputs with several ports are aligned here: data is buffered per port and released, merged in
+timestamp order, only up to the smallest heartbeat of all ports, so an operator always sees every
+input's elements of instant τ before anything later. That is what makes results independent of
+scheduling.
+"""
+
+from __future__ import annotations
+
+from abc import ABC
+
+import numpy as np
+
+from cq_service.engine.batch import EMPTY_TICKS, Batch, merge_ticks
+from cq_service.engine.queues import Heartbeat, Queue, QueueReader
+from cq_service.types import DataType
+
+__all__ = ["MultiInputOperator", "Operator", "UnaryOperator"]
+
+NEVER = np.iinfo(np.int64).min
+
+
+class Operator(ABC):
+    """Reads input queues, writes one output queue."""
+
+    kind = "operator"
+
+    def __init__(self, name: str, inputs: list[QueueReader], output: Queue):
+        self.name = name
+        self.inputs = inputs
+        self.output = output
+        self.rows_in = 0
+        self.rows_out = 0
+        self.watermark = NEVER  # the last heartbeat emitted
+        self.out_types: list[DataType] = []  # set by the builder
+
+    # -- executor-facing ----------------------------------------------------------------------
+
+    def runnable(self) -> bool:
+        return any(r.pending() for r in self.inputs)
+
+    def run(self, budget: int) -> int:
+        """Process input items until about `budget` elements are consumed; returns the work
+        done (elements consumed, at least 1 for a heartbeat)."""
+        raise NotImplementedError
+
+    def state_size(self) -> tuple[int, int]:
+        """(rows, bytes) held in this operator's synopses."""
+        return (0, 0)
+
+    def describe(self) -> str:
+        """One line for `cq explain`."""
+        return self.kind
+
+    # -- subclass helpers ---------------------------------------------------------------------
+
+    def empty(self, ticks: np.ndarray | None = None) -> Batch:
+        """An output batch with no elements (carrying `ticks`)."""
+        return Batch.empty(self.out_types, ticks if ticks is not None else EMPTY_TICKS)
+
+    def emit(self, batch: Batch) -> None:
+        if len(batch) or len(batch.ticks):
+            self.rows_out += len(batch)
+            self.output.push(batch)
+
+    def emit_heartbeat(self, ts: int) -> None:
+        if ts > self.watermark:
+            self.watermark = ts
+            self.output.push(Heartbeat(ts))
+
+    def on_heartbeat(self, ts: int) -> None:
+        """Instant `ts` and everything before it is complete on every input."""
+
+
+class UnaryOperator(Operator):
+    """One input, processed as it comes (the input is already in timestamp order)."""
+
+    def on_batch(self, batch: Batch) -> None:
+        raise NotImplementedError
+
+    def run(self, budget: int) -> int:
+        work = 0
+        reader = self.inputs[0]
+        while work < budget:
+            item = reader.get()
+            if item is None:
+                break
+            if isinstance(item, Heartbeat):
+                self.on_heartbeat(item.ts)
+                self.emit_heartbeat(item.ts)
+                work += 1
+            else:
+                self.rows_in += len(item)
+                self.on_batch(item)
+                work += max(1, len(item))
+        return work
+
+
+class MultiInputOperator(Operator):
+    """Several inputs, released to `on_run` in timestamp order up to the common heartbeat."""
+
+    def __init__(self, name: str, inputs: list[QueueReader], output: Queue):
+        super().__init__(name, inputs, output)
+        self._buffers: list[list[Batch]] = [[] for _ in inputs]
+        self._marks: list[int] = [NEVER for _ in inputs]
+
+    def on_run(self, port: int, batch: Batch) -> None:
+        """Elements of one input, all earlier than (or at the same instant as) anything not yet
+        delivered from the other inputs."""
+        raise NotImplementedError
+
+    def buffered_rows(self) -> int:
+        return sum(len(b) for buf in self._buffers for b in buf)
+
+    def run(self, budget: int) -> int:
+        work = 0
+        for port, reader in enumerate(self.inputs):
+            while work < budget:
+                item = reader.get()
+                if item is None:
+                    break
+                if isinstance(item, Heartbeat):
+                    self._marks[port] = max(self._marks[port], item.ts)
+                    work += 1
+                else:
+                    self.rows_in += len(item)
+                    self._buffers[port].append(item)
+                    work += max(1, len(item))
+        self._release()
+        return work
+
+    def _release(self) -> None:
+        upto = min(self._marks)
+        if upto <= self.watermark:
+            return
+        ready: list[Batch | None] = []
+        for port, buf in enumerate(self._buffers):
+            if not buf:
+                ready.append(None)
+                continue
+            whole = Batch.concat(buf)
+            head, tail = whole.split_at_time(upto)
+            self._buffers[port] = [tail] if len(tail) or len(tail.ticks) else []
+            ready.append(head if len(head) or len(head.ticks) else None)
+        self._deliver_in_order(ready)
+        self.on_heartbeat(upto)
+        self.emit_heartbeat(upto)
+
+    def _deliver_in_order(self, ready: list[Batch | None]) -> None:
+        """Call `on_run` on runs of consecutive elements of one port, in timestamp order
+        (a port's elements of instant τ come before the next port's elements of τ)."""
+        parts = [(p, b) for p, b in enumerate(ready) if b is not None]
+        if not parts:
+            return
+        if len(parts) == 1:
+            self.on_run(*parts[0])
+            return
+        # Ticks are delivered with the first run; they only need to precede the heartbeat.
+        ticks = merge_ticks(*(b.ticks for _, b in parts))
+        pos = [0] * len(parts)
+        first = True
+        while True:
+            live = [k for k, (_, b) in enumerate(parts) if pos[k] < len(b)]
+            if not live:
+                break
+            # The port whose next element is earliest (lowest port on ties) runs until the
+            # next element of another port would come before its next one.
+            k = min(live, key=lambda j: (parts[j][1].ts[pos[j]], j))
+            port, b = parts[k]
+            stop = len(b)
+            for j in live:
+                if j == k:
+                    continue
+                nxt = parts[j][1].ts[pos[j]]
+                side = "right" if k < j else "left"
+                stop = min(stop, pos[k] + int(np.searchsorted(b.ts[pos[k]:], nxt, side=side)))
+            stop = max(stop, pos[k] + 1)
+            run = b.slice(pos[k], stop).with_ticks(ticks if first else b.ticks[:0])
+            first = False
+            pos[k] = stop
+            self.on_run(port, run)
+        if first:  # only ticks
+            self.on_run(parts[0][0], parts[0][1].with_ticks(ticks))

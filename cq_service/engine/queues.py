@@ -1,0 +1,98 @@
+"""Queues between operators: batches and heartbeats, one read cursor per consumer.
+
+A queue carries `Batch`es and `Heartbeat`s in order. A heartbeat at τ promises that no later
+batch on the queue holds an element with timestamp ≤ τ: instant τ is complete. A queue read by
+several operators (a shared subplan) keeps one cursor per reader and frees an item once every
+reader has passed it, so sharing costs no copy.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from cq_service.engine.batch import Batch
+
+__all__ = ["Heartbeat", "Item", "Queue", "QueueReader"]
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    ts: int
+
+
+Item = Batch | Heartbeat
+
+
+class Queue:
+    """FIFO with per-reader cursors. Memory is counted once per item, however many readers."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self._items: deque[Item] = deque()
+        self._base = 0  # absolute index of _items[0]
+        self._cursors: list[int] = []
+        self.rows = 0
+        self.bytes = 0
+        self.peak_rows = 0
+        self.peak_bytes = 0
+        self.total_rows = 0
+
+    def reader(self) -> QueueReader:
+        self._cursors.append(self._base + len(self._items))
+        return QueueReader(self, len(self._cursors) - 1)
+
+    def push(self, item: Item) -> None:
+        if not self._cursors:
+            return  # nobody reads this queue
+        self._items.append(item)
+        if isinstance(item, Batch):
+            n = len(item)
+            self.rows += n
+            self.total_rows += n
+            self.bytes += item.nbytes()
+            self.peak_rows = max(self.peak_rows, self.rows)
+            self.peak_bytes = max(self.peak_bytes, self.bytes)
+
+    def _get(self, reader: int) -> Item | None:
+        pos = self._cursors[reader]
+        k = pos - self._base
+        if k >= len(self._items):
+            return None
+        item = self._items[k]
+        self._cursors[reader] = pos + 1
+        if k == 0:
+            self._release()
+        return item
+
+    def _pending(self, reader: int) -> int:
+        return self._base + len(self._items) - self._cursors[reader]
+
+    def _release(self) -> None:
+        low = min(self._cursors)
+        while self._base < low and self._items:
+            item = self._items.popleft()
+            self._base += 1
+            if isinstance(item, Batch):
+                self.rows -= len(item)
+                self.bytes -= item.nbytes()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+class QueueReader:
+    """One consumer's view of a queue."""
+
+    __slots__ = ("index", "queue")
+
+    def __init__(self, queue: Queue, index: int):
+        self.queue = queue
+        self.index = index
+
+    def get(self) -> Item | None:
+        return self.queue._get(self.index)
+
+    def pending(self) -> int:
+        """Items not yet read by this reader."""
+        return self.queue._pending(self.index)

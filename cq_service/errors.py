@@ -1,0 +1,82 @@
+"""The one error root, and the source positions errors carry.
+
+Every error a user can cause (a bad pipeline file, a CQL syntax or name error, an unsupported
+construct) is a `CQError` with a `Span`; `render()` gives ``FILE:LINE:COL: message``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["CQError", "CQLError", "EngineError", "SpecError", "Span"]
+
+
+@dataclass(frozen=True)
+class Span:
+    """A position in a source text: 1-based line and column, plus the file it came from.
+
+    `offset`/`end` are 0-based character offsets into the text the span was made from (the CQL
+    query text for CQL spans), when known.
+    """
+
+    line: int = 1
+    col: int = 1
+    end_line: int | None = None
+    end_col: int | None = None
+    offset: int | None = None
+    end: int | None = None
+    file: str | None = None
+
+    def shifted(self, line: int, col: int, file: str | None = None) -> Span:
+        """This span, for a text that starts at (`line`, `col`) of an enclosing file.
+
+        Used to map a position inside a CQL query back into the YAML file holding it: a span on
+        the query's first line moves right by the query's starting column; later lines keep
+        their column (block scalars) — callers pass the indentation as `col` for those.
+        """
+        first = self.line == 1
+        return Span(
+            line=self.line + line - 1,
+            col=self.col + (col - 1 if first else 0),
+            end_line=None if self.end_line is None else self.end_line + line - 1,
+            end_col=self.end_col,
+            offset=self.offset,
+            end=self.end,
+            file=file if file is not None else self.file,
+        )
+
+
+class CQError(Exception):
+    """Root of every error cq-service raises on purpose."""
+
+    def __init__(self, message: str, span: Span | None = None, *, file: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.span = span
+        self.file = file if file is not None else (span.file if span else None)
+
+    def render(self) -> str:
+        """``FILE:LINE:COL: message`` (parts that are unknown are left out)."""
+        where = []
+        if self.file:
+            where.append(self.file)
+        if self.span is not None:
+            where.append(str(self.span.line))
+            where.append(str(self.span.col))
+        prefix = ":".join(where)
+        return f"{prefix}: {self.message}" if prefix else self.message
+
+    def __str__(self) -> str:
+        return self.render()
+
+
+class SpecError(CQError):
+    """A pipeline file that is malformed or inconsistent."""
+
+
+class CQLError(CQError):
+    """A CQL query that does not parse, bind or plan."""
+
+
+class EngineError(CQError):
+    """A failure while running a pipeline."""

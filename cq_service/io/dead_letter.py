@@ -1,0 +1,114 @@
+"""The dead-letter sink: where malformed source records and late elements go, with a reason.
+
+Each entry is one JSON object per line:
+
+- a malformed record: ``{"source", "file", "record", "reason", "raw"}``
+  (see `DeadRecord`);
+- a late element: ``{"source", "reason", "_ts", "row": {…}}`` (see `LateElement`).
+
+The file is opened (and truncated) at the first entry, so there is no file when nothing was
+dead-lettered; a file left by an earlier run at the same path is removed when the sink is
+created, so the file exists exactly when this run dead-lettered something. The spec may also
+be ``stdout`` or ``blackhole`` (count only).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterable
+from typing import Any, BinaryIO
+
+from cq_service.io.base import DeadRecord, LateElement, SinkError, json_safe
+from cq_service.spec.model import SinkSpec
+
+__all__ = ["DeadLetterSink"]
+
+
+class DeadLetterSink:
+    """Writes `DeadRecord`s and `LateElement`s as JSON lines (file, stdout or blackhole)."""
+
+    def __init__(self, spec: SinkSpec):
+        self.spec = spec
+        self._count = 0
+        self._file: BinaryIO | None = None
+        self._closed = False
+        if spec.type == "file":
+            if not spec.path:
+                raise SinkError("the dead-letter sink needs a path", spec.span)
+            if spec.format not in (None, "jsonl"):
+                raise SinkError(
+                    f"the dead-letter sink writes jsonl, not {spec.format!r}", spec.span
+                )
+            if os.path.isfile(spec.path):
+                os.remove(spec.path)
+        elif spec.type not in ("stdout", "blackhole"):
+            raise SinkError(f"unsupported dead-letter sink {spec.type!r}", spec.span)
+
+    @property
+    def count(self) -> int:
+        """Entries written so far."""
+        return self._count
+
+    @property
+    def path(self) -> str | None:
+        """The file written to (file sinks only)."""
+        return self.spec.path if self.spec.type == "file" else None
+
+    def write(self, items: Iterable[DeadRecord | LateElement]) -> int:
+        """Write entries; returns how many were written."""
+        if self._closed:
+            raise SinkError("write to a closed dead-letter sink")
+        lines = [_line(item) for item in items]
+        if not lines:
+            return 0
+        if self.spec.type == "file":
+            self._open().write("".join(lines).encode("utf-8"))
+        elif self.spec.type == "stdout":
+            sys.stdout.write("".join(lines))
+        self._count += len(lines)
+        return len(lines)
+
+    def flush(self) -> None:
+        if self._file is not None:
+            self._file.flush()
+        elif self.spec.type == "stdout":
+            sys.stdout.flush()
+
+    def close(self) -> None:
+        """Flush and close (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self.flush()
+        if self._file is not None:
+            self._file.close()
+
+    def __enter__(self) -> DeadLetterSink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _open(self) -> BinaryIO:
+        if self._file is None:
+            path = self.spec.path
+            assert path is not None
+            try:
+                parent = os.path.dirname(path)
+                if parent:
+                    os.makedirs(parent, exist_ok=True)
+                self._file = open(path, "wb")  # noqa: SIM115 - closed by close()
+            except OSError as e:
+                raise SinkError(
+                    f"cannot open dead-letter file {path}: {e.strerror}", self.spec.span
+                ) from None
+        return self._file
+
+
+def _line(item: DeadRecord | LateElement | Any) -> str:
+    if not isinstance(item, DeadRecord | LateElement):
+        raise TypeError(f"not a dead-letter entry: {item!r}")
+    obj = json_safe(item.to_json())
+    return json.dumps(obj, ensure_ascii=False, allow_nan=False, default=str) + "\n"

@@ -1,0 +1,78 @@
+"""`cq explain`: the physical plan as text — operators, windows, queues, synopses, sharing."""
+
+from __future__ import annotations
+
+from cq_service.cql import logical as L
+from cq_service.plan.physical import PhysicalNode, PhysicalPlan
+
+__all__ = ["explain"]
+
+
+def _detail(op: L.LogicalOp) -> tuple[str, str]:
+    """(operator description, synopsis it keeps)."""
+    if isinstance(op, L.Source):
+        return (f"{'relation' if op.is_relation else 'stream'} source {op.name}",
+                "reorder buffer (max_delay)")
+    if isinstance(op, L.View):
+        return (f"view {op.name} ({'stream' if op.is_stream else 'relation'})",
+                "-" if op.is_stream else "current instant")
+    if isinstance(op, L.WindowOp):
+        w = op.window
+        where = " where …" if w.where is not None else ""
+        if w.kind == "unbounded":
+            return f"window [Unbounded{where}]", "-"
+        if w.kind == "rows":
+            part = f"Partition By {list(w.partition_by)} " if w.partition_by else ""
+            return f"window [{part}Rows {w.n}{where}]", "last N tuples" + (" per partition" if part else "")
+        slide = f" Slide {w.slide}" if w.slide else ""
+        return f"window [Range {w.size}{slide}{where}]", "tuples until they expire"
+    if isinstance(op, L.Sample):
+        return f"sample {op.percent:g}%", "-"
+    if isinstance(op, L.Filter):
+        return "select", "-"
+    if isinstance(op, L.Project):
+        return f"project {', '.join(f.name for f in op.fields)}", "-"
+    if isinstance(op, L.Join):
+        how = f"hash join on {len(op.left_keys)} key(s)" if op.left_keys else "nested-loop join"
+        return how + (" + residual" if op.residual is not None else ""), "both inputs, by key"
+    if isinstance(op, L.MarkJoin):
+        return f"mark join ({op.mode})", "both inputs and current marks"
+    if isinstance(op, L.Aggregate):
+        aggs = ", ".join(a.fn + ("(distinct)" if a.distinct else "") for a in op.aggs)
+        by = f"group by {len(op.keys)} key(s)" if op.keys else "global"
+        return f"aggregate {by}: {aggs}", "one state per group"
+    if isinstance(op, L.Distinct):
+        return "distinct", "count per row"
+    if isinstance(op, L.SetOperation):
+        return f"{op.op}{' all' if op.all else ''}", "-" if op.op == "union" and op.all else "count per row, both sides"
+    if isinstance(op, L.RelToStream):
+        return op.op, "whole relation" if op.op == "rstream" else "current instant"
+    return type(op).__name__, "-"
+
+
+def explain(plan: PhysicalPlan, policy: str = "round_robin") -> str:
+    lines = [f"physical plan ({len(plan.nodes)} operators, {len(plan.sinks)} sinks, scheduler {policy})"]
+    consumers: dict[int, int] = {}
+    for n in plan.nodes:
+        for i in n.inputs:
+            consumers[i] = consumers.get(i, 0) + 1
+    for s in plan.sinks:
+        consumers[s.input] = consumers.get(s.input, 0) + 1
+    for n in plan.nodes:
+        lines.append(_line(n, consumers.get(n.id, 0)))
+    for s in plan.sinks:
+        kind = s.sink.type + (f" {s.sink.format} {s.sink.path}" if s.sink.path else "")
+        what = "stream" if s.is_stream else "relation as +/- deltas"
+        lines.append(f"  sink {s.query}: {what} -> {kind}  <- q{s.input}")
+        lines.append(f"      columns: {', '.join(s.columns)}")
+    return "\n".join(lines)
+
+
+def _line(n: PhysicalNode, readers: int) -> str:
+    desc, syn = _detail(n.op)
+    ins = ", ".join(f"q{i}" for i in n.inputs) or "-"
+    shared = f"  shared by {', '.join(n.queries)}" if len(n.queries) > 1 else (
+        f"  ({n.queries[0]})" if n.queries else "  (unread input)")
+    kind = "stream" if n.op.is_stream else "relation"
+    return (f"  #{n.id} {desc}  <- {ins}  -> q{n.id} ({kind}, {readers} reader(s))"
+            f"  synopsis: {syn}{shared}")

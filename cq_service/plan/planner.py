@@ -1,0 +1,69 @@
+"""Logical plans of a pipeline's queries -> one shared physical plan."""
+
+from __future__ import annotations
+
+from cq_service.cql.binder import BoundQuery
+from cq_service.cql.logical import (
+    Join,
+    LogicalOp,
+    MarkJoin,
+    SetOperation,
+    Source,
+)
+from cq_service.plan.physical import PhysicalNode, PhysicalPlan, SinkNode
+from cq_service.spec.model import SinkSpec
+
+__all__ = ["children", "plan_queries"]
+
+
+def children(op: LogicalOp) -> tuple[LogicalOp, ...]:
+    """The inputs of a logical operator, in port order."""
+    if isinstance(op, Source):
+        return ()
+    if isinstance(op, Join | MarkJoin | SetOperation):
+        return (op.left, op.right)
+    return (op.input,)  # type: ignore[union-attr]
+
+
+def plan_queries(queries: list[tuple[BoundQuery, SinkSpec | None]]) -> PhysicalPlan:
+    """One physical plan for all queries; equal subplans become one node."""
+    nodes: list[PhysicalNode] = []
+    memo: dict[LogicalOp, int] = {}
+
+    def visit(op: LogicalOp, query: str) -> int:
+        hit = memo.get(op)
+        if hit is not None:
+            node = nodes[hit]
+            if query not in node.queries:
+                node.queries.append(query)
+                for i in node.inputs:
+                    _mark(i, query)
+            return hit
+        inputs = [visit(c, query) for c in children(op)]
+        node = PhysicalNode(len(nodes), op, inputs, [query])
+        nodes.append(node)
+        memo[op] = node.id
+        return node.id
+
+    def _mark(i: int, query: str) -> None:
+        node = nodes[i]
+        if query not in node.queries:
+            node.queries.append(query)
+            for j in node.inputs:
+                _mark(j, query)
+
+    sinks: list[SinkNode] = []
+    for bq, sink in queries:
+        root = visit(bq.plan, bq.name)
+        if sink is not None:
+            sinks.append(
+                SinkNode(
+                    bq.name,
+                    root,
+                    sink,
+                    bq.is_stream,
+                    bq.columns,
+                    [f.type for f in bq.plan.schema],
+                )
+            )
+    return PhysicalPlan(nodes, sinks)

@@ -1,0 +1,611 @@
+"""Pipeline file (YAML) -> validated, typed `PipelineSpec` (DESIGN §3).
+
+Three passes, each reporting every problem it finds with its position:
+1. YAML with positions (`positions.parse_yaml`): syntax errors, duplicate keys, boolean keys;
+2. the JSON Schema (`pipeline.schema.json`), each error mapped to the offending key or value;
+3. checks the schema cannot express (run once the schema passes): names unique across streams,
+   relations and queries (case-insensitively, as in CQL), the timestamp column's type, source
+   files that must exist, formats known from the extension, durations in whole time units.
+CQL text is not parsed here; each query keeps the file position of every character.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import cache
+from importlib import resources
+from pathlib import Path as FsPath
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from cq_service.errors import CQError, Span, SpecError
+from cq_service.spec.exceptions import SpecErrors
+from cq_service.spec.model import (
+    TIME_UNITS,
+    FieldSpec,
+    PipelineSpec,
+    QuerySpec,
+    SinkSpec,
+    SourceSpec,
+    StreamSpec,
+)
+from cq_service.spec.positions import Path, YamlDocument, parse_yaml, yaml_kind
+from cq_service.types import DataType, parse_type
+
+__all__ = [
+    "FORMAT_EXTENSIONS",
+    "load_pipeline",
+    "load_pipeline_text",
+    "parse_duration",
+    "pipeline_schema",
+]
+
+# File extension -> format, for sources and sinks that do not say.
+FORMAT_EXTENSIONS: Mapping[str, str] = {
+    ".csv": "csv",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
+
+# Duration unit spellings (lower case) -> nanoseconds.
+_DURATION_UNITS: Mapping[str, int] = {
+    **{u: 1 for u in ("ns", "nanosecond", "nanoseconds")},
+    **{u: 1_000 for u in ("us", "microsecond", "microseconds")},
+    **{u: 1_000_000 for u in ("ms", "millisecond", "milliseconds")},
+    **{u: 1_000_000_000 for u in ("s", "sec", "secs", "second", "seconds")},
+    **{u: 60_000_000_000 for u in ("min", "mins", "minute", "minutes")},
+    **{u: 3_600_000_000_000 for u in ("h", "hour", "hours")},
+    **{u: 86_400_000_000_000 for u in ("d", "day", "days")},
+}
+_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]+)\s*$")
+
+_ENTITIES = {"streams": "stream", "relations": "relation", "queries": "query"}
+_RESERVED_COLUMNS = ("_ts", "_op")
+_TIMESTAMP_TYPES = (DataType.INT, DataType.TIMESTAMP)
+
+
+def pipeline_schema() -> dict[str, Any]:
+    """The JSON Schema (2020-12) of pipeline files, version 1 (a fresh copy)."""
+    return copy.deepcopy(_schema())
+
+
+@cache
+def _schema() -> dict[str, Any]:
+    text = resources.files("cq_service.spec").joinpath("pipeline.schema.json").read_text("utf-8")
+    return json.loads(text)
+
+
+@cache
+def _validator() -> Draft202012Validator:
+    return Draft202012Validator(_schema())
+
+
+def load_pipeline(path: str | FsPath) -> PipelineSpec:
+    """Read, validate and type the pipeline file at `path`.
+
+    Raises `SpecErrors` listing every problem found, each rendered ``FILE:LINE:COL: message``.
+    """
+    shown = str(path)
+    try:
+        text = FsPath(path).read_text(encoding="utf-8-sig")
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise SpecErrors([SpecError(f"cannot read pipeline file: {reason}", file=shown)]) from None
+    except UnicodeDecodeError as exc:
+        error = SpecError(f"pipeline file is not UTF-8 text: {exc.reason}", file=shown)
+        raise SpecErrors([error]) from None
+    return load_pipeline_text(text, path)
+
+
+def load_pipeline_text(text: str, path: str | FsPath = "pipeline.yaml") -> PipelineSpec:
+    """Validate and type pipeline `text`, as if read from `path`.
+
+    Relative paths in the text are resolved against `path`'s folder; `path` itself need not
+    exist. Raises `SpecErrors` listing every problem found.
+    """
+    shown = str(path)
+    doc = parse_yaml(text, shown)
+    errors: list[CQError] = list(doc.errors)
+    schema_errors = _schema_errors(doc)
+    errors.extend(schema_errors)
+    spec = None
+    if not schema_errors:
+        absolute = FsPath(path).resolve()
+        builder = _SpecBuilder(doc, absolute.parent)
+        spec = builder.build(str(absolute))
+        errors.extend(builder.errors)
+    if errors or spec is None:
+        raise SpecErrors(_in_file_order(errors), file=shown)
+    return spec
+
+
+def parse_duration(text: str, time_unit: str) -> int:
+    """A duration such as ``"5 seconds"`` or ``"500 ms"`` as a whole number of `time_unit`.
+
+    Raises ValueError for an unknown unit or a duration that is not a whole number of units.
+    """
+    match = _DURATION.match(text)
+    if match is None:
+        raise ValueError(f"'{text}' is not a duration such as '5 seconds' or '500 ms'")
+    number, unit = match.groups()
+    unit_ns = _DURATION_UNITS.get(unit.lower())
+    if unit_ns is None:
+        raise ValueError(
+            f"unknown unit '{unit}' in duration '{text.strip()}' "
+            "(use ns, us, ms, s, min, h, d or their names, e.g. 'seconds')"
+        )
+    units = Fraction(number) * unit_ns / TIME_UNITS[time_unit]
+    if units.denominator != 1:
+        raise ValueError(f"duration '{text.strip()}' is not a whole number of {time_unit}")
+    return int(units)
+
+
+def _in_file_order(errors: Iterable[CQError]) -> list[CQError]:
+    """Errors sorted by position, one per position and message."""
+    seen: set[tuple[int, int, str]] = set()
+    unique = []
+    for error in errors:
+        span = error.span or Span(0, 0)
+        if (span.line, span.col, error.message) not in seen:
+            seen.add((span.line, span.col, error.message))
+            unique.append(error)
+    return sorted(unique, key=lambda e: (e.span.line, e.span.col) if e.span else (0, 0))
+
+
+# --- schema errors -----------------------------------------------------------------------------
+
+
+def _schema_errors(doc: YamlDocument) -> list[SpecError]:
+    if doc.value is None:
+        return [SpecError("the pipeline file is empty", Span(1, 1, file=doc.file))]
+    if not isinstance(doc.value, dict):
+        message = f"a pipeline file must be a mapping of keys (version, name, …), got {yaml_kind(doc.value)}"
+        return [SpecError(message, doc.span(()))]
+    found: list[SpecError] = []
+    for error in _validator().iter_errors(doc.value):
+        found.extend(_explain(error, doc))
+    return found
+
+
+def _explain(error: ValidationError, doc: YamlDocument) -> list[SpecError]:
+    """One or more readable errors, each at the position of the offending key or value."""
+    path: Path = tuple(error.absolute_path)
+    schema_path = list(error.absolute_schema_path)
+    kind = error.validator
+    what = _describe(path)
+
+    if kind == "additionalProperties" and error.validator_value is False:
+        allowed = list(error.schema.get("properties", {}))
+        allowed = [k for k in allowed if _allowed_for(error.schema, error.instance, k)]
+        where = f" in {_the(what)}" if path else ""
+        return [
+            SpecError(
+                f"unknown key '{key}'{where} (expected one of: {', '.join(allowed)})",
+                doc.span((*path, key), key=True),
+            )
+            for key in error.instance
+            if key not in error.schema.get("properties", {})
+        ]
+    if len(schema_path) >= 2 and schema_path[-2] == "propertyNames":
+        key = str(error.instance)
+        span = doc.span((*path, key), key=True)
+        if kind == "enum":  # a key a stdout/blackhole sink does not take
+            if key not in _declaring_schema(error.schema).get("properties", {}):
+                return []  # an unknown key: reported by additionalProperties
+            kind_of = _type_of(doc, path)
+            message = (
+                f"key '{key}' is not allowed in {_the(what)}: "
+                f"a {path[-1]} of type '{kind_of}' takes no other keys"
+            )
+            return [SpecError(message, span)]
+        message = error.schema.get("patternErrorMessage", f"must match {error.validator_value}")
+        noun, where = _name_kind(path)
+        return [SpecError(f"{noun} '{key}'{where} {message}", span)]
+    if kind == "required":
+        missing = [name for name in error.validator_value if name not in error.instance]
+        where = f" in {_the(what)}" if path else ""
+        return [
+            SpecError(f"missing key '{name}'{where}", doc.span(path, key=True)) for name in missing
+        ]
+
+    span = doc.span(path)
+    value = error.instance
+    raw = doc.raw(path)
+    if raw == "" and value is None:
+        return [SpecError(f"{what} is empty{_expected_suffix(error)}", span)]
+    if _read_as_non_string(error, doc, path):
+        return [
+            SpecError(
+                f"{what}: {raw} was read as {yaml_kind(value)}; quote it{_expected_suffix(error)}",
+                span,
+            )
+        ]
+    return [SpecError(_value_message(error, what, _shown(value, raw)), span)]
+
+
+def _value_message(error: ValidationError, what: str, got: str) -> str:
+    kind, expected, schema = error.validator, error.validator_value, error.schema
+    if kind == "type":
+        types = [expected] if isinstance(expected, str) else list(expected)
+        names = [_TYPE_NAMES.get(t, t) for t in types]
+        if "pattern" in schema and "string" in types:
+            names = [n if n != "a string" else "a duration such as '5 seconds'" for n in names]
+        return f"{what} must be {' or '.join(names)}, got {got}"
+    if kind == "enum":
+        return f"{what} must be one of {', '.join(map(str, expected))}, got {got}"
+    if kind == "const":
+        return f"{what} must be {expected}, got {got}"
+    if kind == "pattern":
+        message = schema.get("patternErrorMessage", f"must match {expected}")
+        return f"{what} {got} {message}"
+    if kind == "minimum":
+        return f"{what} must be >= {expected}, got {got}"
+    if kind == "exclusiveMinimum":
+        return f"{what} must be > {expected}, got {got}"
+    if kind in ("minLength", "maxLength"):
+        if schema.get("minLength") == schema.get("maxLength") == 1:
+            return f"{what} must be a single character, got {got}"
+        if kind == "minLength":
+            return f"{what} must not be empty"
+        return f"{what} must be at most {expected} characters long, got {got}"
+    if kind == "minProperties":
+        if error.absolute_path and error.absolute_path[-1] == "schema":
+            return f"{what} must list at least one column"
+        return f"{what} must not be empty"
+    return f"{what}: {error.message}"
+
+
+_TYPE_NAMES = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "object": "a mapping",
+    "array": "a list",
+    "boolean": "true or false",
+    "null": "null",
+}
+
+
+def _read_as_non_string(error: ValidationError, doc: YamlDocument, path: Path) -> bool:
+    """True if YAML turned an unquoted word the schema wanted as a string into something else."""
+    value = error.instance
+    if isinstance(value, str | dict | list) or not doc.is_plain(path):
+        return False
+    if error.validator == "type":
+        expected = error.validator_value
+        types = [expected] if isinstance(expected, str) else expected
+        numeric = isinstance(value, int | float) and not isinstance(value, bool)
+        if numeric and ("integer" in types or "number" in types):
+            return False  # a number where numbers are welcome, just not this one
+        return "string" in types
+    if error.validator in ("enum", "const"):
+        options = error.validator_value if error.validator == "enum" else [error.validator_value]
+        return all(isinstance(option, str) for option in options)
+    return False
+
+
+def _expected_suffix(error: ValidationError) -> str:
+    if error.validator == "enum":
+        return f" (must be one of {', '.join(map(str, error.validator_value))})"
+    return ""
+
+
+def _allowed_for(schema: Mapping[str, Any], instance: Any, key: str) -> bool:
+    """False if an if/then branch of `schema` that applies to `instance` forbids `key`."""
+    for branch in schema.get("allOf", []):
+        names = branch.get("then", {}).get("propertyNames", {}).get("enum")
+        if names is not None and Draft202012Validator(branch["if"]).is_valid(instance):
+            return key in names
+    return True
+
+
+def _declaring_schema(names_schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The object schema whose if/then branch holds the `propertyNames` schema `names_schema`."""
+    for definition in _schema()["$defs"].values():
+        for branch in definition.get("allOf", []):
+            if branch.get("then", {}).get("propertyNames") is names_schema:
+                return definition
+    return {}
+
+
+def _type_of(doc: YamlDocument, path: Path) -> str:
+    value: Any = doc.value
+    for part in path:
+        value = value[part]
+    return str(value.get("type")) if isinstance(value, dict) else "?"
+
+
+def _describe(path: Path) -> str:
+    """A readable name for the value at `path`: "stream 'S'", "format of the sink of query 'q'"."""
+    if not path:
+        return "the pipeline"
+    if len(path) == 1:
+        return str(path[0])
+    head = str(path[0])
+    if len(path) == 2 and head in _ENTITIES:
+        return f"{_ENTITIES[head]} '{path[1]}'"
+    if len(path) == 4 and head in _ENTITIES and path[2] == "schema":
+        return f"type of column '{path[3]}' in {_describe(path[:2])}"
+    return f"{path[-1]} of {_the(_describe(path[:-1]))}"
+
+
+def _the(description: str) -> str:
+    first = description.split(" ", 1)[0]
+    if description.startswith("the ") or first in _ENTITIES.values() or " " not in description:
+        return description
+    return f"the {description}"
+
+
+def _name_kind(path: Path) -> tuple[str, str]:
+    """What the keys of the mapping at `path` name, and where: ("column name", " in stream 'S'")."""
+    if len(path) == 1 and str(path[0]) in _ENTITIES:
+        return f"{_ENTITIES[str(path[0])]} name", ""
+    if len(path) == 3 and path[2] == "schema":
+        return "column name", f" in {_describe(path[:2])}"
+    return "key", f" in {_the(_describe(path))}" if path else ""
+
+
+def _shown(value: Any, raw: str | None) -> str:
+    if isinstance(value, str):
+        return f"'{value}'"
+    if isinstance(value, dict | list):
+        return yaml_kind(value)
+    if raw is not None:
+        return raw
+    return (
+        "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+    )
+
+
+# --- checks after the schema -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Name:
+    kind: str  # "stream", "relation", "query"
+    name: str
+    span: Span
+
+
+class _SpecBuilder:
+    """Builds the typed spec from a schema-valid document, collecting semantic errors."""
+
+    def __init__(self, doc: YamlDocument, base_dir: FsPath):
+        self.doc = doc
+        self.base_dir = base_dir
+        self.errors: list[SpecError] = []
+        self.time_unit: str = doc.value.get("time_unit", "ms")
+        self.sources: dict[str, str] = {}  # absolute source path -> owner description
+        self.sinks: dict[str, tuple[str, Span]] = {}  # absolute sink path -> (owner, span)
+
+    def build(self, path: str) -> PipelineSpec:
+        value = self.doc.value
+        streams = {
+            name: self._stream(name, ("streams", name), False)
+            for name in value.get("streams", {}) or {}
+        }
+        relations = {
+            name: self._stream(name, ("relations", name), True)
+            for name in value.get("relations", {}) or {}
+        }
+        queries = {name: self._query(name) for name in value.get("queries", {}) or {}}
+        self._check_names()
+        return PipelineSpec(
+            version=int(value["version"]),
+            name=value["name"],
+            time_unit=self.time_unit,
+            streams=streams,
+            relations=relations,
+            queries=queries,
+            dead_letter=self._dead_letter(value["name"]),
+            path=path,
+            base_dir=str(self.base_dir),
+        )
+
+    def _error(self, message: str, span: Span) -> None:
+        self.errors.append(SpecError(message, span))
+
+    # streams and relations
+
+    def _stream(self, name: str, path: Path, is_relation: bool) -> StreamSpec:
+        raw = self.doc.value[path[0]][name]
+        what = _describe(path)
+        schema = self._fields(raw["schema"], (*path, "schema"), what)
+        timestamp = raw.get("timestamp")
+        if timestamp is not None:
+            self._check_timestamp(timestamp, schema, path, what)
+        source = self._source(raw["source"], (*path, "source"), what)
+        max_delay = 0
+        if "max_delay" in raw:
+            max_delay = self._duration(raw["max_delay"], (*path, "max_delay"))
+        return StreamSpec(
+            name=name,
+            schema=schema,
+            source=source,
+            timestamp=timestamp,
+            is_relation=is_relation,
+            max_delay=max_delay,
+            late=raw.get("late", "drop"),
+            span=self.doc.span(path, key=True),
+        )
+
+    def _fields(self, columns: Mapping[str, str], path: Path, what: str) -> tuple[FieldSpec, ...]:
+        fields = []
+        seen: dict[str, FieldSpec] = {}
+        for column, type_name in columns.items():
+            field = FieldSpec(
+                column, parse_type(type_name), self.doc.span((*path, column), key=True)
+            )
+            folded = column.lower()
+            if folded in _RESERVED_COLUMNS:
+                self._error(f"column name '{column}' in {what} is reserved", field.span)
+            elif folded in seen:
+                first = seen[folded]
+                self._error(
+                    f"column '{column}' in {what} has the same name as column '{first.name}' "
+                    f"(line {first.span.line}); column names are case-insensitive",
+                    field.span,
+                )
+            seen.setdefault(folded, field)
+            fields.append(field)
+        return tuple(fields)
+
+    def _check_timestamp(
+        self, timestamp: str, schema: tuple[FieldSpec, ...], path: Path, what: str
+    ) -> None:
+        for field in schema:
+            if field.name == timestamp and field.type not in _TIMESTAMP_TYPES:
+                self._error(
+                    f"timestamp column '{timestamp}' of {what} has type {field.type}; "
+                    "it must be int or timestamp",
+                    self.doc.span((*path, "schema", field.name)),
+                )
+
+    def _duration(self, value: int | str, path: Path) -> int:
+        if isinstance(value, int | float):
+            return int(value)
+        try:
+            return parse_duration(value, self.time_unit)
+        except ValueError as exc:
+            self._error(f"{_describe(path)}: {exc}", self.doc.span(path))
+            return 0
+
+    def _source(self, raw: Mapping[str, Any], path: Path, owner: str) -> SourceSpec:
+        file_path, fmt = self._file(raw, path, "source")
+        options: dict[str, Any] = {}
+        if fmt == "csv":
+            options = {"delimiter": raw.get("delimiter", ","), "header": raw.get("header", True)}
+        elif fmt is not None:
+            for key in ("delimiter", "header"):
+                if key in raw:
+                    self._error(
+                        f"'{key}' only applies to csv files, but {_the(_describe(path))} is {fmt}",
+                        self.doc.span((*path, key), key=True),
+                    )
+        if file_path is not None:
+            self._check_exists(file_path, fmt, raw["path"], (*path, "path"), owner)
+            self.sources.setdefault(file_path, owner)
+        return SourceSpec(
+            type=raw["type"],
+            path=file_path,
+            format=fmt,
+            options=options,
+            span=self.doc.span(path, key=True),
+        )
+
+    def _check_exists(
+        self, file_path: str, fmt: str | None, shown: str, path: Path, owner: str
+    ) -> None:
+        target = FsPath(file_path)
+        if not target.exists():
+            self._error(
+                f"source file '{shown}' of {owner} does not exist (looked for {target})",
+                self.doc.span(path),
+            )
+        elif target.is_dir() and fmt != "parquet":
+            self._error(
+                f"source path '{shown}' of {owner} is a folder, not a file", self.doc.span(path)
+            )
+
+    def _file(self, raw: Mapping[str, Any], path: Path, role: str) -> tuple[str | None, str | None]:
+        """(absolute path, format) of a file source or sink; (None, None) for other types."""
+        if raw.get("type") != "file":
+            return None, None
+        shown = raw["path"]
+        resolved = FsPath(shown)
+        if not resolved.is_absolute():
+            resolved = self.base_dir / resolved
+        resolved = resolved.resolve()
+        fmt = raw.get("format") or FORMAT_EXTENSIONS.get(resolved.suffix.lower())
+        if fmt is None:
+            known = ", ".join(sorted(set(FORMAT_EXTENSIONS.values())))
+            self._error(
+                f"cannot tell the format of {role} file '{shown}' from its extension; "
+                f"add format: one of {known}",
+                self.doc.span((*path, "path")),
+            )
+        return str(resolved), fmt
+
+    # queries and sinks
+
+    def _query(self, name: str) -> QuerySpec:
+        path: Path = ("queries", name)
+        raw = self.doc.value["queries"][name]
+        sink = None
+        if "sink" in raw:
+            sink = self._sink(raw["sink"], (*path, "sink"), f"query '{name}'")
+        return QuerySpec(
+            name=name,
+            cql=raw["cql"],
+            sink=sink,
+            weight=float(raw.get("weight", 1.0)),
+            cql_positions=self.doc.char_positions((*path, "cql")) or (),
+            span=self.doc.span(path, key=True),
+        )
+
+    def _sink(self, raw: Mapping[str, Any], path: Path, owner: str) -> SinkSpec:
+        file_path, fmt = self._file(raw, path, "sink")
+        span = self.doc.span(path, key=True)
+        if file_path is not None:
+            self._check_sink_path(file_path, raw["path"], (*path, "path"), owner)
+        return SinkSpec(type=raw["type"], path=file_path, format=fmt, span=span)
+
+    def _check_sink_path(self, file_path: str, shown: str, path: Path, owner: str) -> None:
+        span = self.doc.span(path)
+        if file_path in self.sources:
+            self._error(
+                f"sink file '{shown}' of {owner} is the source of {self.sources[file_path]}; "
+                "writing it would overwrite the input",
+                span,
+            )
+        elif file_path in self.sinks:
+            other, other_span = self.sinks[file_path]
+            self._error(
+                f"sink file '{shown}' of {owner} is also written by {other} (line {other_span.line})",
+                span,
+            )
+        else:
+            self.sinks[file_path] = (owner, span)
+
+    def _dead_letter(self, pipeline_name: str) -> SinkSpec:
+        if "dead_letter" in self.doc.value:
+            return self._sink(self.doc.value["dead_letter"], ("dead_letter",), "dead_letter")
+        default = self.base_dir / "out" / f"{pipeline_name}.dead-letter.jsonl"
+        return SinkSpec(
+            type="file", path=str(default), format="jsonl", span=Span(1, 1, file=self.doc.file)
+        )
+
+    # names
+
+    def _check_names(self) -> None:
+        """Stream, relation and query names share one case-insensitive namespace."""
+        names = [
+            _Name(_ENTITIES[section], name, self.doc.span((section, name), key=True))
+            for section in _ENTITIES
+            for name in self.doc.value.get(section, {}) or {}
+        ]
+        names.sort(key=lambda n: (n.span.line, n.span.col))
+        first: dict[str, _Name] = {}
+        for entry in names:
+            earlier = first.setdefault(entry.name.lower(), entry)
+            if earlier is entry:
+                continue
+            same = (
+                "the same name"
+                if earlier.name == entry.name
+                else "the same name (case-insensitively)"
+            )
+            self._error(
+                f"{entry.kind} '{entry.name}' has {same} as {earlier.kind} '{earlier.name}' "
+                f"(line {earlier.span.line}); streams, relations and queries share one namespace",
+                entry.span,
+            )

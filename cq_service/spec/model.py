@@ -1,0 +1,128 @@
+"""The typed, validated form of a pipeline file (DESIGN §3).
+
+`spec.loader.load_pipeline(path)` builds a `PipelineSpec` or raises `SpecErrors` listing every
+problem found. Everything here is immutable; paths are already resolved against the pipeline
+file's folder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from cq_service.errors import Span
+from cq_service.types import DataType
+
+__all__ = [
+    "TIME_UNITS",
+    "FieldSpec",
+    "PipelineSpec",
+    "QuerySpec",
+    "SinkSpec",
+    "SourceSpec",
+    "StreamSpec",
+]
+
+# Length of one unit in nanoseconds; keys are the accepted `time_unit` values.
+TIME_UNITS: Mapping[str, int] = {
+    "ns": 1,
+    "us": 1_000,
+    "ms": 1_000_000,
+    "s": 1_000_000_000,
+    "min": 60_000_000_000,
+    "h": 3_600_000_000_000,
+    "d": 86_400_000_000_000,
+}
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    name: str
+    type: DataType
+    span: Span = field(default=Span(), compare=False)
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """Where a stream's or relation's elements come from.
+
+    `type` is ``file`` for now (later: ``kafka``, ``generator``); `path` is absolute; `format`
+    is ``csv``, ``jsonl`` or ``parquet``; `options` holds any further keys (e.g. csv
+    ``delimiter``, ``header``)."""
+
+    type: str
+    path: str | None = None
+    format: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    span: Span = field(default=Span(), compare=False)
+
+
+@dataclass(frozen=True)
+class SinkSpec:
+    """Where results go: ``file`` (`path`, `format` jsonl/csv/parquet), ``stdout``, ``blackhole``."""
+
+    type: str
+    path: str | None = None
+    format: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    span: Span = field(default=Span(), compare=False)
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    """A stream (``is_relation`` False) or a stored relation (True).
+
+    `timestamp` names the record field carrying application time (None: arrival order, the
+    0-based position of the record in its source). The tuple holds the `schema` fields only.
+    `max_delay` (in time_unit) bounds how far out of order elements may arrive; later ones
+    follow `late`. A relation's records may carry an `_op` field (``+`` insert, ``-`` delete).
+    """
+
+    name: str
+    schema: tuple[FieldSpec, ...]
+    source: SourceSpec
+    timestamp: str | None = None
+    is_relation: bool = False
+    max_delay: int = 0
+    late: Literal["drop", "dead_letter"] = "drop"
+    span: Span = field(default=Span(), compare=False)
+
+
+@dataclass(frozen=True)
+class QuerySpec:
+    """A named CQL query. Without a sink it is a view other queries may read by name.
+
+    `cql_positions[i]` is the (line, column) in the pipeline file of character i of `cql`, so a
+    CQL error inside the query is reported where the user wrote it."""
+
+    name: str
+    cql: str
+    sink: SinkSpec | None = None
+    weight: float = 1.0
+    cql_positions: tuple[tuple[int, int], ...] = ()
+    span: Span = field(default=Span(), compare=False)
+
+    def position_of(self, offset: int) -> tuple[int, int]:
+        """File (line, column) of character `offset` of the query text."""
+        if not self.cql_positions:
+            return (self.span.line, self.span.col)
+        offset = max(0, min(offset, len(self.cql_positions) - 1))
+        return self.cql_positions[offset]
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    version: int
+    name: str
+    time_unit: str
+    streams: Mapping[str, StreamSpec]
+    relations: Mapping[str, StreamSpec]
+    queries: Mapping[str, QuerySpec]  # in file order
+    dead_letter: SinkSpec
+    path: str = ""  # the pipeline file
+    base_dir: str = ""  # the folder relative paths were resolved against
+
+    @property
+    def time_unit_ns(self) -> int:
+        return TIME_UNITS[self.time_unit]

@@ -1,0 +1,43 @@
+"""The reference evaluator: brute-force CQL semantics (docs/semantics.md) over DuckDB.
+
+- `evaluate_pipeline(path)`: {query with a sink: [(ts, op, row), ...]} in output order.
+- `output_columns(path)`: {query with a sink: [column name, ...]}.
+- `evaluate(time_unit, streams, relations, queries, max_delay=None)`: the same from in-memory
+  data; `evaluate_outputs(...)` also gives columns, types and R(τ) per query.
+- `element_key`: the sort key of output elements (ts, "-" before "+", row order tolerating
+  NULL and NaN), for comparing the engine's output.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .evaluator import QueryOutput, evaluate, evaluate_outputs
+from .ordering import element_key, row_key
+from .pipeline import read_pipeline
+
+__all__ = [
+    "QueryOutput",
+    "element_key",
+    "evaluate",
+    "evaluate_outputs",
+    "evaluate_pipeline",
+    "output_columns",
+    "pipeline_outputs",
+    "row_key",
+]
+
+
+def pipeline_outputs(path: str | Path) -> dict[str, QueryOutput]:
+    time_unit, streams, relations, queries, delays = read_pipeline(path)
+    return evaluate_outputs(time_unit, streams, relations, queries, delays)
+
+
+def evaluate_pipeline(path: str | Path) -> dict[str, list[tuple[int, str, tuple]]]:
+    """For every query with a sink, its output elements (ts, op, row) in output order."""
+    return {name: out.elements for name, out in pipeline_outputs(path).items()}
+
+
+def output_columns(path: str | Path) -> dict[str, list[str]]:
+    """For every query with a sink, its output column names (docs/semantics.md "Output")."""
+    return {name: list(out.columns) for name, out in pipeline_outputs(path).items()}
