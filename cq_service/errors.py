@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["CQError", "CQLError", "EngineError", "SpecError", "Span"]
+__all__ = ["CQError", "CQLError", "EngineError", "Span", "SpecError"]
 
 
 @dataclass(frozen=True)

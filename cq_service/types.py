@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 import pyarrow as pa
 
 __all__ = ["DataType", "arrow_type", "common_numeric", "parse_type"]
 
 
-class DataType(str, Enum):
+class DataType(StrEnum):
     """A column type. `timestamp` values are integers in the pipeline's `time_unit`."""
 
     INT = "int"

@@ -14,6 +14,7 @@ aggregates read them; every other operator just passes them on.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+
 import numpy as np
 import pyarrow as pa
 

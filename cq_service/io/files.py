@@ -54,6 +54,7 @@ from cq_service.types import DataType, arrow_type
 __all__ = ["CsvReader", "JsonlReader", "ParquetReader"]
 
 OP_FIELD = "_op"
+NOT_UTF8 = "not valid UTF-8"
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _EPOCH = datetime(1970, 1, 1)
 _TYPE_NAMES = {
@@ -479,7 +480,18 @@ class _Block:
         return self.data[start : int(self.newlines[k])].rstrip(b"\r")
 
     def line(self, k: int) -> str:
+        """Line `k` as text (undecodable bytes replaced), for reasons and dead records."""
         return self.line_bytes(k).decode("utf-8", errors="replace")
+
+    def is_utf8(self) -> bool:
+        """Whether the whole block is valid UTF-8 (checked without decoding it in Python)."""
+        offsets = pa.py_buffer(np.array([0, len(self.data)], dtype=np.int64))
+        text = pa.Array.from_buffers(pa.large_string(), 1, [None, offsets, pa.py_buffer(self.data)])
+        try:
+            text.validate(full=True)
+        except pa.ArrowInvalid:
+            return False
+        return True
 
     def without_blank_lines(self, whitespace: bool) -> _Block:
         """This block minus its empty lines (also whitespace-only ones if `whitespace`)."""
@@ -651,9 +663,11 @@ class CsvReader(_LineFileReader):
             c if c in self.layout.needed else f"\0{i}" for i, c in enumerate(names)
         ]
         self._include = [c for c in self.layout.needed if c in names]
+        # An empty include list would mean "every column": read one column at least.
+        include = self._include or self._file_columns[:1]
         self._convert_options = pcsv.ConvertOptions(
-            include_columns=self._include,
-            column_types={c: pa.string() for c in self._include},
+            include_columns=include,
+            column_types={c: pa.string() for c in include},
             strings_can_be_null=False,
             quoted_strings_can_be_null=False,
             null_values=[],
@@ -678,6 +692,8 @@ class CsvReader(_LineFileReader):
     def _parse_fast(self, block: _Block) -> tuple[dict[str, Values], np.ndarray, list] | None:
         if not len(block):
             return {}, np.empty(0, np.int64), []
+        if not block.is_utf8():
+            return None
         for threads in (True, False):
             invalid: list[tuple[int | None, int, int]] = []
 
@@ -719,7 +735,11 @@ class CsvReader(_LineFileReader):
         rows: list[int] = []
         bad: list[tuple[int, str]] = []
         for k in range(len(block)):
-            text = block.line(k)
+            try:
+                text = block.line_bytes(k).decode("utf-8")
+            except UnicodeDecodeError:
+                bad.append((k, NOT_UTF8))
+                continue
             try:
                 fields = next(csv.reader([text], delimiter=self._delimiter, strict=True), [""])
             except csv.Error as e:
@@ -781,12 +801,16 @@ class JsonlReader(_LineFileReader):
     def _parse_fast(self, block: _Block) -> dict[str, Values] | None:
         if not len(block):
             return {}
+        if not block.is_utf8():
+            return None
         order = self._schemas[self._first_schema :] + self._schemas[: self._first_schema]
         for schema in order:
             try:
                 table = pjson.read_json(
                     pa.BufferReader(block.data),
-                    read_options=pjson.ReadOptions(block_size=max(len(block.data), 1 << 20)),
+                    read_options=pjson.ReadOptions(
+                        block_size=max(len(block.data) // 2 + 1, 1 << 20)
+                    ),
                     parse_options=pjson.ParseOptions(
                         explicit_schema=schema, unexpected_field_behavior="ignore"
                     ),
@@ -807,7 +831,7 @@ class JsonlReader(_LineFileReader):
             try:
                 obj = json.loads(block.line_bytes(k))
             except UnicodeDecodeError:
-                bad.append((k, "invalid JSON: not UTF-8"))
+                bad.append((k, NOT_UTF8))
                 continue
             except json.JSONDecodeError as e:
                 bad.append((k, f"invalid JSON: {e.msg} at column {e.colno}"))

@@ -3,20 +3,33 @@ arrays, broadcasting a scalar, and running a scalar-option kernel once per disti
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cq_service.cql.logical import BExpr, Const
 from cq_service.types import DataType, arrow_type
 
 __all__ = [
+    "BOOL",
+    "FLOAT",
+    "INT",
+    "NULL",
+    "STRING",
+    "TIMESTAMP",
+    "Builder",
+    "CompileAs",
     "Evaluator",
+    "Predicate",
     "as_bool_numpy",
     "broadcast",
+    "const_of",
     "from_numpy",
     "null_mask",
+    "numeric_kind",
     "or_masks",
     "per_distinct",
     "set_null",
@@ -26,6 +39,37 @@ __all__ = [
 
 Evaluator = Callable[[Sequence[pa.Array], int], pa.Array]
 """A compiled expression: (input columns, row count) -> an Arrow array of that many rows."""
+
+Predicate = Callable[[Sequence[pa.Array], int], np.ndarray]
+"""A compiled condition: (input columns, row count) -> numpy bools, True where it is TRUE."""
+
+CompileAs = Callable[["BExpr", DataType], Evaluator]
+"""Compile a sub-expression so that it yields values of the given type (converting if needed)."""
+
+Builder = Callable[[tuple["BExpr", ...], DataType, CompileAs], tuple[Evaluator, DataType]]
+"""Compile one function: (arguments, the call's result type, compile_as) -> (evaluator, the
+type the evaluator yields). The compiler converts that type to the call's type if they differ."""
+
+INT, FLOAT, STRING, BOOL, TIMESTAMP, NULL = (
+    DataType.INT,
+    DataType.FLOAT,
+    DataType.STRING,
+    DataType.BOOL,
+    DataType.TIMESTAMP,
+    DataType.NULL,
+)
+
+
+def numeric_kind(*types: DataType) -> DataType:
+    """FLOAT if any of `types` is FLOAT, else INT (PostgreSQL's promotion for arithmetic)."""
+    return FLOAT if FLOAT in types else INT
+
+
+def const_of(e: BExpr) -> tuple[bool, object]:
+    """(True, value) when `e` is a constant (after folding), else (False, None)."""
+    if isinstance(e, Const):
+        return True, e.value
+    return False, None
 
 
 def typed_nulls(n: int, t: DataType) -> pa.Array:
@@ -110,7 +154,7 @@ def per_distinct(
     starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]]) if n else []
     bounds = [*map(int, starts), n]
     parts, covered = [], []
-    for lo, hi in zip(bounds, bounds[1:]):
+    for lo, hi in itertools.pairwise(bounds):
         if sorted_codes[lo] < 0:
             continue
         rows = order[lo:hi]

@@ -164,7 +164,9 @@ def _layout(data: list[pa.Array], opts: tuple) -> pa.Array:
         body = pc.binary_join_element_wise(head, _dot_prefixed(tail), exp_str, "")
     elif e >= 0:
         whole = pc.utf8_rpad(pc.utf8_slice_codeunits(d, 0, e + 1), e + 1, "0")
-        body = pc.binary_join_element_wise(whole, _dot_prefixed(pc.utf8_slice_codeunits(d, e + 1)), "")
+        body = pc.binary_join_element_wise(
+            whole, _dot_prefixed(pc.utf8_slice_codeunits(d, e + 1)), ""
+        )
     else:
         body = pc.binary_join_element_wise(pa.scalar("0." + "0" * (-e - 1)), d, "")
     return pc.binary_join_element_wise(neg, body, "")
@@ -195,9 +197,7 @@ def _text_to_int(arr: pa.Array) -> pa.Array:
     digits = pc.utf8_ltrim(pc.utf8_ltrim(s, "+-"), "0")
     ndig = pc.utf8_length(digits)
     limit = pc.if_else(negative, _I64_MIN_DIGITS, _I64_MAX_DIGITS)
-    in_range = pc.or_(
-        pc.less(ndig, 19), pc.and_(pc.equal(ndig, 19), pc.less_equal(digits, limit))
-    )
+    in_range = pc.or_(pc.less(ndig, 19), pc.and_(pc.equal(ndig, 19), pc.less_equal(digits, limit)))
     ok = pc.and_(ok, in_range)
     signed = pc.binary_join_element_wise(pc.if_else(negative, "-", ""), digits, "")
     signed = pc.if_else(pc.equal(digits, ""), "0", signed)

@@ -12,7 +12,7 @@ scheduling.
 
 from __future__ import annotations
 
-from abc import ABC
+from abc import ABC, abstractmethod
 
 import numpy as np
 
@@ -44,10 +44,10 @@ class Operator(ABC):
     def runnable(self) -> bool:
         return any(r.pending() for r in self.inputs)
 
+    @abstractmethod
     def run(self, budget: int) -> int:
         """Process input items until about `budget` elements are consumed; returns the work
         done (elements consumed, at least 1 for a heartbeat)."""
-        raise NotImplementedError
 
     def state_size(self) -> tuple[int, int]:
         """(rows, bytes) held in this operator's synopses."""
@@ -73,7 +73,7 @@ class Operator(ABC):
             self.watermark = ts
             self.output.push(Heartbeat(ts))
 
-    def on_heartbeat(self, ts: int) -> None:
+    def on_heartbeat(self, ts: int) -> None:  # noqa: B027 - optional hook
         """Instant `ts` and everything before it is complete on every input."""
 
 

@@ -217,3 +217,17 @@ def test_many_rows_in_one_block(write, read):
     assert len(r.rows) == n
     assert r.rows[-1] == (2 * (n - 1), f"s{n - 1}")
     assert r.records[-1] == n + 1
+
+
+def test_invalid_utf8_line_is_dead(write, read):
+    path = write("s.csv", b"ts,s,x\n1,a,b\n2,\xff,b\n3,c,\xfe\n")
+    r = read(path, {"s": "string"})
+    assert r.rows == [("a",)]
+    assert r.reasons == [(3, "not valid UTF-8"), (4, "not valid UTF-8")]
+    assert r.dead[0].raw == "2,\ufffd,b"
+
+
+def test_ordinal_stream_with_no_columns(write, read):
+    r = read(write("s.csv", "x,y\n1,a\n2,b\n"), {}, timestamp=None)
+    assert r.rows == [(), ()]
+    assert r.ts == [0, 1]

@@ -76,14 +76,14 @@ def test_iso_timestamps_on_the_fast_path(write, read):
         ('{"ts": 1, "a": 1.5}', "column 'a': 1.5 is not an int"),
         ('{"ts": 1, "a": true}', "column 'a': true is not an int"),
         ('{"ts": 1, "s": 5}', "column 's': 5 is not a string"),
-        ('{"ts": 1, "s": {"x": 1}}', 'column \'s\': {"x": 1} is not a string'),
+        ('{"ts": 1, "s": {"x": 1}}', "column 's': {\"x\": 1} is not a string"),
         ('{"ts": 1, "ok": 2}', "column 'ok': 2 is not a bool"),
         ('{"ts": 1, "b": [1]}', "column 'b': [1] is not a float"),
         ('{"a": 1}', "timestamp 'ts' is missing"),
         ('{"ts": null}', "timestamp 'ts' is missing"),
         ('{"ts": "later"}', "timestamp 'ts': 'later' is not a timestamp"),
         ('{"ts": 1.5}', "timestamp 'ts': 1.5 is not a timestamp"),
-        ('{"ts": 1, "a": 1', "invalid JSON: Expecting ',' delimiter at column 18"),
+        ('{"ts": 1, "a": 1', "invalid JSON: Expecting ',' delimiter at column 17"),
         ("{bad}", "invalid JSON: Expecting property name enclosed in double quotes at column 2"),
         ('{"ts": 1}{"ts": 2}', "invalid JSON: Extra data at column 10"),
         ("[1, 2]", "not a JSON object: list"),
@@ -103,7 +103,7 @@ def test_invalid_utf8_is_dead(write, read):
     path = write("s.jsonl", b'{"ts":1}\n{"ts":2,"s":"\xff"}\n')
     r = read(path, {"s": "string"})
     assert r.ts == [1]
-    assert r.reasons == [(2, "invalid JSON: not UTF-8")]
+    assert r.reasons == [(2, "not valid UTF-8")]
 
 
 def test_relation_op(write, read):

@@ -1,0 +1,141 @@
+"""Engine-core benchmark (issue 2): three pipelines over the same Parquet events, end to end
+through `cq run` into a blackhole sink, each printed next to the I/O floor measured in the same
+run (pyarrow reading the same file).
+
+    .venv/bin/python benchmarks/engine_core.py [--events 10000000] [--repeat 3]
+
+Prints events/s for each pipeline, the floor's events/s, and the ratio; medians of --repeat runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "data"
+
+PIPELINES = {
+    "filter+project": (
+        "SELECT Istream(id, price * 2 AS double_price) FROM Events WHERE price > 500",
+        "≥ 2 M events/s",
+    ),
+    "grouped count, [Range 10 s Slide 2 s]": (
+        "SELECT kind, COUNT(*) AS n FROM Events [Range 10 Seconds Slide 2 Seconds] GROUP BY kind",
+        "≥ 500 k events/s",
+    ),
+    "equi-join, two [Range 5 s] windows": (
+        "SELECT Istream(L.id, R.id) FROM Events L [Range 5 Seconds], Others R [Range 5 Seconds] "
+        "WHERE L.key = R.key",
+        "≥ 200 k events/s",
+    ),
+}
+
+
+def make_data(n: int) -> tuple[Path, Path]:
+    """`n` events at 10 k events per simulated second, and a second stream of n/10 events."""
+    DATA.mkdir(exist_ok=True)
+    events, others = DATA / f"events-{n}.parquet", DATA / f"others-{n}.parquet"
+    rng = np.random.default_rng(42)
+    if not events.exists():
+        ts = np.arange(n, dtype=np.int64) // 10  # ms: 10 events per ms
+        table = pa.table(
+            {
+                "ts": ts,
+                "id": np.arange(n, dtype=np.int64),
+                "kind": rng.integers(0, 100, n),
+                "key": rng.integers(0, 1_000_000, n),
+                "price": rng.integers(0, 1000, n),
+            }
+        )
+        pq.write_table(table, events, row_group_size=1 << 20)
+    if not others.exists():
+        m = n // 10
+        table = pa.table(
+            {
+                "ts": np.arange(m, dtype=np.int64),
+                "id": np.arange(m, dtype=np.int64),
+                "key": rng.integers(0, 1_000_000, m),
+            }
+        )
+        pq.write_table(table, others, row_group_size=1 << 20)
+    return events, others
+
+
+def pipeline_file(name: str, cql: str, events: Path, others: Path) -> Path:
+    slug = "".join(c if c.isalnum() else "_" for c in name)[:40]
+    path = DATA / f"bench_{slug}.yaml"
+    uses_others = "Others" in cql
+    path.write_text(
+        "version: 1\n"
+        f"name: bench-{slug.replace('_', '-').strip('-')}\n"
+        "time_unit: ms\n"
+        "streams:\n"
+        "  Events:\n"
+        "    schema: {id: int, kind: int, key: int, price: int}\n"
+        "    timestamp: ts\n"
+        f"    source: {{type: file, path: {events}, format: parquet}}\n"
+        + (
+            "  Others:\n"
+            "    schema: {id: int, key: int}\n"
+            "    timestamp: ts\n"
+            f"    source: {{type: file, path: {others}, format: parquet}}\n"
+            if uses_others
+            else ""
+        )
+        + "queries:\n"
+        "  q:\n"
+        f"    cql: \"{cql}\"\n"
+        "    sink: {type: blackhole}\n"
+    )
+    return path
+
+
+def io_floor(path: Path) -> float:
+    """Seconds for pyarrow alone to read the file in the engine's batch size."""
+    start = time.perf_counter()
+    for _ in pq.ParquetFile(path).iter_batches(batch_size=65_536):
+        pass
+    return time.perf_counter() - start
+
+
+def run_cq(path: Path) -> float:
+    cq = Path(sys.executable).with_name("cq")
+    start = time.perf_counter()
+    subprocess.run([str(cq), "run", str(path)], check=True)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--events", type=int, default=10_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--only", default=None, help="substring of a pipeline name")
+    args = ap.parse_args()
+    events, others = make_data(args.events)
+    n = args.events
+    print(f"{n:,} events in {events.name}")
+    floor = statistics.median(io_floor(events) for _ in range(args.repeat))
+    print(f"I/O floor (pyarrow read): {floor:.2f} s = {n / floor / 1e6:.1f} M events/s")
+    print(f"{'pipeline':<40} {'seconds':>8} {'events/s':>12} {'vs floor':>9}  target")
+    for name, (cql, target) in PIPELINES.items():
+        if args.only and args.only not in name:
+            continue
+        path = pipeline_file(name, cql, events, others)
+        total = n + (n // 10 if "Others" in cql else 0)
+        secs = statistics.median(run_cq(path) for _ in range(args.repeat))
+        print(
+            f"{name:<40} {secs:>8.2f} {total / secs:>12,.0f} {secs / floor:>8.1f}x  {target}"
+        )
+
+
+if __name__ == "__main__":
+    main()
