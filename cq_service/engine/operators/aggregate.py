@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
+import pyarrow as pa
+
 from cq_service.cql.logical import AggCall, BExpr
 from cq_service.engine.batch import Batch
 from cq_service.engine.expressions import compile_expr
@@ -39,9 +42,6 @@ class _Acc:
         self.ext: object = None  # cached MIN/MAX
 
     def update(self, v: object, w: int) -> None:
-        if self.fn == "count" and v is _STAR:
-            self.count += w
-            return
         if v is None:
             return
         ms = self.multiset
@@ -68,21 +68,32 @@ class _Acc:
                 return
         self._add(v, w)
 
-    def _add(self, v: object, w: int) -> None:
-        self.count += w
-        if self.fn in ("sum", "avg"):
-            if self.is_float:
-                x = float(v) * w  # type: ignore[arg-type]
-                t = self.total + x  # type: ignore[operator]
-                if abs(self.total) >= abs(x):  # type: ignore[arg-type]
-                    self.comp += (self.total - t) + x  # type: ignore[operator]
-                else:
-                    self.comp += (x - t) + self.total  # type: ignore[operator]
-                self.total = t
-                if self.count == 0:
-                    self.total, self.comp = 0.0, 0.0
+    def apply(self, delta: object) -> None:
+        """Apply a pre-aggregated delta: (Δcount, Δsum) or [(value, Δmultiplicity), ...]."""
+        if isinstance(delta, list):
+            for v, w in delta:
+                self.update(v, w)
+            return
+        dc, ds = delta  # type: ignore[misc]
+        if self.fn == "count" or (not dc and not ds):
+            self.count += dc
+            return
+        self.count += dc
+        if self.is_float:
+            x = float(ds)
+            t = self.total + x  # type: ignore[operator]
+            if abs(self.total) >= abs(x):  # type: ignore[arg-type]
+                self.comp += (self.total - t) + x  # type: ignore[operator]
             else:
-                self.total += v * w  # type: ignore[operator]
+                self.comp += (x - t) + self.total  # type: ignore[operator]
+            self.total = t
+            if self.count == 0:
+                self.total, self.comp = 0.0, 0.0
+        else:
+            self.total += ds  # type: ignore[operator]
+
+    def _add(self, v: object, w: int) -> None:
+        self.apply((w, 0 if self.fn == "count" else v * w))  # type: ignore[operator]
 
     def value(self) -> object:
         fn = self.fn
@@ -99,8 +110,6 @@ class _Acc:
             return total / self.count  # type: ignore[operator]
         return total / self.count  # int / int: the exact quotient, correctly rounded
 
-
-_STAR = object()
 
 
 class _Group:
@@ -153,53 +162,44 @@ class Aggregate(UnaryOperator):
         return key + g.result()
 
     def on_batch(self, batch: Batch) -> None:
-        n = len(batch)
         out_rows: list[tuple] = []
         out_ts: list[int] = []
         out_w: list[int] = []
+        n = len(batch)
         first: int | None = None
         if self.is_global and not self._started:
-            cands = ([int(batch.ts[0])] if n else []) + ([int(batch.ticks[0])] if len(batch.ticks) else [])
+            cands = [int(batch.ts[0])] if n else []
+            if len(batch.ticks):
+                cands.append(int(batch.ticks[0]))
             if cands:
                 first = min(cands)
                 self._started = True
                 self._groups[()] = _Group(self.calls)
-        if n == 0:
-            if first is not None:
-                out_rows.append(self._row(()))  # type: ignore[arg-type]
-                out_ts.append(first)
-                out_w.append(1)
-            self.emit(Batch.from_rows(out_rows, out_ts, out_w, self.out_types, batch.ticks))
-            return
-        cols, m = batch.columns, n
-        keys = list(zip(*(k(cols, m).to_pylist() for k in self._keys))) if self._keys else [()] * n
-        args = [(_STARS(n) if ev is None else ev(cols, m).to_pylist()) for ev in self._args]
-        ts = batch.ts.tolist()
-        ws = batch.w.tolist()
-        i = 0
-        if first is not None and first < ts[0]:
+        changes = self._changes(batch) if n else []
+        if first is not None and (not changes or first < changes[0][0]):
             out_rows.append(self._row(()))  # type: ignore[arg-type]
             out_ts.append(first)
             out_w.append(1)
             first = None
-        while i < n:
-            t = ts[i]
+        k = 0
+        while k < len(changes):
+            t = changes[k][0]
             touched: dict[tuple, tuple | None] = {}
             if first is not None:
                 touched[()] = None
                 first = None
-            while i < n and ts[i] == t:
-                key = keys[i]
+            while k < len(changes) and changes[k][0] == t:
+                _, key, drows, deltas = changes[k]
                 if key not in touched:
                     touched[key] = self._row(key)
                 g = self._groups.get(key)
                 if g is None:
                     g = self._groups[key] = _Group(self.calls)
-                w = ws[i]
-                g.rows += w
-                for acc, col in zip(g.accs, args):
-                    acc.update(col[i], w)
-                i += 1
+                g.rows += drows
+                for acc, d in zip(g.accs, deltas):
+                    if d is not None:
+                        acc.apply(d)
+                k += 1
             for key, old in touched.items():
                 new = self._row(key)
                 if not self.is_global and self._groups[key].rows <= 0:
@@ -216,15 +216,74 @@ class Aggregate(UnaryOperator):
                     out_w.append(1)
         self.emit(Batch.from_rows(out_rows, out_ts, out_w, self.out_types, batch.ticks))
 
+    def _changes(self, batch: Batch) -> list[tuple[int, tuple, int, list]]:
+        """The batch's net effect per (instant, group), computed with vectorised group-bys:
+        (τ, key, change in row count, per aggregate: its delta or None), in τ order.
+
+        A delta is (Δcount, Δsum) for COUNT/SUM/AVG and a list of (value, Δmultiplicity) for
+        MIN/MAX and DISTINCT aggregates."""
+        n = len(batch)
+        cols = batch.columns
+        knames = [f"k{i}" for i in range(len(self._keys))]
+        base = {"__ts": batch.ts, **{kn: ev(cols, n) for kn, ev in zip(knames, self._keys)}}
+        w = batch.w
+        table = {**base, "__w": w}
+        specs: list[tuple[str, str]] = [("__w", "sum")]
+        multiset: list[int] = []
+        for j, (call, ev) in enumerate(zip(self.calls, self._args)):
+            if ev is None:
+                continue
+            arg = ev(cols, n)
+            if call.distinct or call.fn in ("min", "max"):
+                multiset.append(j)
+                continue
+            valid = np.asarray(arg.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+            table[f"c{j}"] = w * valid
+            specs.append((f"c{j}", "sum"))
+            if call.fn in ("sum", "avg"):
+                vals = arg.fill_null(0).to_numpy(zero_copy_only=False)
+                table[f"s{j}"] = vals * w
+                specs.append((f"s{j}", "sum"))
+        g = pa.table(table).group_by(["__ts", *knames], use_threads=False).aggregate(specs)
+        gts = g.column("__ts").to_pylist()
+        gkeys = list(zip(*(g.column(kn).to_pylist() for kn in knames))) if knames else [()] * len(gts)
+        drows = g.column("__w_sum").to_pylist()
+        per: dict[tuple, list] = {}
+        order: list[tuple] = []
+        for idx, (t, key) in enumerate(zip(gts, gkeys)):
+            deltas: list = [None] * len(self.calls)
+            for j, call in enumerate(self.calls):
+                if self._args[j] is None:  # COUNT(*)
+                    deltas[j] = (drows[idx], 0)
+                    continue
+                if j in multiset:
+                    continue
+                dc = g.column(f"c{j}")[idx].as_py()
+                ds = g.column(f"s{j}")[idx].as_py() if call.fn in ("sum", "avg") else 0
+                deltas[j] = (dc, ds)
+            per[(t, key)] = [drows[idx], deltas]
+            order.append((t, key))
+        for j in multiset:
+            arg = self._args[j](cols, n)  # type: ignore[misc]
+            mt = pa.table({**base, "__v": arg, "__w": w})
+            mg = mt.group_by(["__ts", *knames, "__v"], use_threads=False).aggregate([("__w", "sum")])
+            mts = mg.column("__ts").to_pylist()
+            mkeys = list(zip(*(mg.column(kn).to_pylist() for kn in knames))) if knames else [()] * len(mts)
+            for t, key, v, dw in zip(mts, mkeys, mg.column("__v").to_pylist(), mg.column("__w_sum").to_pylist()):
+                if v is None or dw == 0:
+                    continue
+                entry = per.get((t, key))
+                if entry is None:
+                    entry = per[(t, key)] = [0, [None] * len(self.calls)]
+                    order.append((t, key))
+                if entry[1][j] is None:
+                    entry[1][j] = []
+                entry[1][j].append((v, dw))
+        order.sort(key=lambda tk: tk[0])
+        return [(t, key, per[(t, key)][0], per[(t, key)][1]) for t, key in order]
+
 
 def _same_types(a: tuple | None, b: tuple | None) -> bool:
     if a is None or b is None:
         return a is b
     return all(type(x) is type(y) for x, y in zip(a, b))
-
-
-class _STARS(list):
-    """COUNT(*)'s argument: a marker per row."""
-
-    def __init__(self, n: int):
-        super().__init__([_STAR] * n)

@@ -147,9 +147,15 @@ class MultiInputOperator(Operator):
             head, tail = whole.split_at_time(upto)
             self._buffers[port] = [tail] if len(tail) or len(tail.ticks) else []
             ready.append(head if len(head) or len(head.ticks) else None)
-        self._deliver_in_order(ready)
+        self.on_aligned(ready)
         self.on_heartbeat(upto)
         self.emit_heartbeat(upto)
+
+    def on_aligned(self, ready: list[Batch | None]) -> None:
+        """Every input's elements (and ticks) up to the common heartbeat; None for an input
+        with nothing new. The default hands them to `on_run` in timestamp order; operators that
+        can work on whole deltas at once (a join) override this."""
+        self._deliver_in_order(ready)
 
     def _deliver_in_order(self, ready: list[Batch | None]) -> None:
         """Call `on_run` on runs of consecutive elements of one port, in timestamp order
