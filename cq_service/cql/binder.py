@@ -23,6 +23,7 @@ from cq_service.cql.bind_expr import (
     map_columns,
     unify,
 )
+from cq_service.cql.clocks import add_query_clocks
 from cq_service.cql.logical import (
     AggCall,
     Aggregate,
@@ -87,7 +88,7 @@ def bind_query(query: ast.Query, catalog: Catalog, name: str = "query") -> Bound
     b = _QueryBinder(catalog)
     res = b.query(query, outer=None, as_relation=False)
     names = unique_names(res.names)
-    plan = res.op
+    plan = add_query_clocks(res.op)
     return BoundQuery(name, plan, plan.is_stream, tuple(names))
 
 
@@ -572,14 +573,22 @@ class _QueryBinder:
         having = post.bind_predicate(sel.having) if sel.having is not None else None
         key_fields = tuple(Field(f"_k{i}", k.type) for i, k in enumerate(keys))
         agg_fields = tuple(Field(f"_a{i}", a.type) for i, a in enumerate(aggs))
-        op: LogicalOp = Aggregate(plan, tuple(keys), tuple(aggs), key_fields + agg_fields, sel.span)
+        op: LogicalOp = Aggregate(plan, tuple(keys), tuple(aggs), key_fields + agg_fields, span=sel.span)
         if having is not None:
             op = Filter(op, having, sel.having.span)  # type: ignore[union-attr]
         fields = tuple(Field(n.name, e.type, n.table) for n, e in zip(names, exprs))
         return Project(op, tuple(exprs), fields, sel.span), names
 
     def _project(self, sel: ast.Select, scope: Scope, plan: LogicalOp) -> tuple[LogicalOp, list[OutputName]]:
-        binder = ExprBinder(scope, where="in the select list")
+        marks: list[_Mark] = []
+        width = scope.width
+
+        def on_subquery(node: ast.Expr) -> BExpr:
+            m = self._mark(node, scope, width + len(marks), binder)
+            marks.append(m)
+            return m.ref
+
+        binder = ExprBinder(scope, on_subquery=on_subquery, where="in the select list")
         exprs: list[BExpr] = []
         names: list[OutputName] = []
         for item in sel.items:
@@ -603,6 +612,8 @@ class _QueryBinder:
                 )
             exprs.append(e)
             names.append(self._name_of(item, scope))
+        for m in marks:
+            plan = m.build(plan)  # type: ignore[operator]
         fields = tuple(Field(n.name, e.type, n.table) for n, e in zip(names, exprs))
         return Project(plan, tuple(exprs), fields, sel.span), names
 

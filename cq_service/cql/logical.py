@@ -24,6 +24,7 @@ __all__ = [
     "Call",
     "CaseExpr",
     "CastExpr",
+    "Clock",
     "ColRef",
     "Const",
     "Distinct",
@@ -307,13 +308,15 @@ class AggCall:
 class Aggregate:
     """Group by `keys` and compute `aggs`; output is the key columns, then the aggregates.
 
-    Without keys it is a global aggregate: exactly one row from the first instant the input
-    sees (COUNT of nothing is 0, the others NULL)."""
+    Without keys it is a global aggregate: exactly one row from the first instant the query
+    sees (COUNT of nothing is 0, the others NULL). Inside a subquery that instant may come
+    from inputs the aggregate does not read: `clock` then delivers those inputs' instants."""
 
     input: LogicalOp
     keys: tuple[BExpr, ...]
     aggs: tuple[AggCall, ...]
     fields: tuple[Field, ...]
+    clock: LogicalOp | None = None
     span: Span = field(default=NO_SPAN, compare=False)
 
     @property
@@ -321,6 +324,17 @@ class Aggregate:
         return self.fields
 
     is_stream = False
+
+
+@dataclass(frozen=True)
+class Clock:
+    """The instants at which any of `inputs` has an element (no rows; ticks only)."""
+
+    inputs: tuple[LogicalOp, ...]
+    span: Span = field(default=NO_SPAN, compare=False)
+
+    schema: tuple[Field, ...] = ()
+    is_stream = True
 
 
 @dataclass(frozen=True)
@@ -383,6 +397,7 @@ LogicalOp = (
     | Join
     | MarkJoin
     | Aggregate
+    | Clock
     | Distinct
     | SetOperation
     | RelToStream

@@ -13,6 +13,7 @@ from cq_service.cql import logical as L
 from cq_service.engine.executor import Executor
 from cq_service.engine.operators.aggregate import Aggregate
 from cq_service.engine.operators.base import Operator
+from cq_service.engine.operators.clock import Clock
 from cq_service.engine.operators.distinct import Distinct
 from cq_service.engine.operators.dstream import Dstream
 from cq_service.engine.operators.istream import Istream
@@ -140,7 +141,10 @@ _MAKERS: dict[type, Callable[..., Operator]] = {
         name, ins, out, op.left_keys, op.right_keys, op.residual
     ),
     L.MarkJoin: _mark_join,
-    L.Aggregate: lambda op, name, ins, out, **_: Aggregate(name, ins, out, op.keys, op.aggs),
+    L.Aggregate: lambda op, name, ins, out, **_: Aggregate(
+        name, ins, out, op.keys, op.aggs, [f.type for f in op.input.schema]
+    ),
+    L.Clock: lambda op, name, ins, out, **_: Clock(name, ins, out),
     L.Distinct: lambda op, name, ins, out, **_: Distinct(name, ins, out),
     L.SetOperation: lambda op, name, ins, out, **_: _set_op(op, name, ins, out),
     L.RelToStream: _rel_to_stream,

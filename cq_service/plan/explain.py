@@ -40,7 +40,11 @@ def _detail(op: L.LogicalOp) -> tuple[str, str]:
     if isinstance(op, L.Aggregate):
         aggs = ", ".join(a.fn + ("(distinct)" if a.distinct else "") for a in op.aggs)
         by = f"group by {len(op.keys)} key(s)" if op.keys else "global"
+        if op.clock is not None:
+            by += " (clocked by the query's inputs)"
         return f"aggregate {by}: {aggs}", "one state per group"
+    if isinstance(op, L.Clock):
+        return f"clock over {len(op.inputs)} input(s)", "-"
     if isinstance(op, L.Distinct):
         return "distinct", "count per row"
     if isinstance(op, L.SetOperation):

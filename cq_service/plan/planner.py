@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from cq_service.cql.binder import BoundQuery
 from cq_service.cql.logical import (
+    Aggregate,
+    Clock,
     Join,
     LogicalOp,
     MarkJoin,
@@ -22,6 +24,10 @@ def children(op: LogicalOp) -> tuple[LogicalOp, ...]:
         return ()
     if isinstance(op, Join | MarkJoin | SetOperation):
         return (op.left, op.right)
+    if isinstance(op, Clock):
+        return op.inputs
+    if isinstance(op, Aggregate) and op.clock is not None:
+        return (op.input, op.clock)
     return (op.input,)  # type: ignore[union-attr]
 
 

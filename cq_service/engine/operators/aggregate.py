@@ -15,9 +15,9 @@ import numpy as np
 import pyarrow as pa
 
 from cq_service.cql.logical import AggCall, BExpr
-from cq_service.engine.batch import Batch
+from cq_service.engine.batch import Batch, merge_ticks
 from cq_service.engine.expressions import compile_expr
-from cq_service.engine.operators.base import UnaryOperator
+from cq_service.engine.operators.base import MultiInputOperator
 from cq_service.engine.queues import Queue, QueueReader
 from cq_service.types import DataType
 
@@ -123,7 +123,7 @@ class _Group:
         return tuple(a.value() for a in self.accs)
 
 
-class Aggregate(UnaryOperator):
+class Aggregate(MultiInputOperator):
     kind = "aggregate"
 
     def __init__(
@@ -133,8 +133,10 @@ class Aggregate(UnaryOperator):
         output: Queue,
         keys: tuple[BExpr, ...],
         aggs: tuple[AggCall, ...],
+        input_types: list[DataType] | None = None,
     ):
         super().__init__(name, inputs, output)
+        self.input_types = input_types or []
         self.calls = aggs
         self._keys = [compile_expr(k) for k in keys]
         self._args = [None if a.arg is None else compile_expr(a.arg) for a in aggs]
@@ -160,6 +162,17 @@ class Aggregate(UnaryOperator):
         if g.rows <= 0 and not self.is_global:
             return None
         return key + g.result()
+
+    def on_aligned(self, ready: list[Batch | None]) -> None:
+        """Port 0 is the input; port 1, when present, is the query's clock (ticks only)."""
+        data = ready[0] if ready[0] is not None else self._empty_input()
+        if len(ready) > 1 and ready[1] is not None:
+            data = data.with_ticks(merge_ticks(data.ticks, ready[1].ticks))
+        if len(data) or len(data.ticks):
+            self.on_batch(data)
+
+    def _empty_input(self) -> Batch:
+        return Batch.empty(self.input_types)
 
     def on_batch(self, batch: Batch) -> None:
         out_rows: list[tuple] = []

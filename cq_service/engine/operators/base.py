@@ -107,7 +107,7 @@ class MultiInputOperator(Operator):
     def __init__(self, name: str, inputs: list[QueueReader], output: Queue):
         super().__init__(name, inputs, output)
         self._buffers: list[list[Batch]] = [[] for _ in inputs]
-        self._marks: list[int] = [NEVER for _ in inputs]
+        self._port_heartbeats: list[int] = [NEVER for _ in inputs]
 
     def on_run(self, port: int, batch: Batch) -> None:
         """Elements of one input, all earlier than (or at the same instant as) anything not yet
@@ -125,7 +125,7 @@ class MultiInputOperator(Operator):
                 if item is None:
                     break
                 if isinstance(item, Heartbeat):
-                    self._marks[port] = max(self._marks[port], item.ts)
+                    self._port_heartbeats[port] = max(self._port_heartbeats[port], item.ts)
                     work += 1
                 else:
                     self.rows_in += len(item)
@@ -135,7 +135,7 @@ class MultiInputOperator(Operator):
         return work
 
     def _release(self) -> None:
-        upto = min(self._marks)
+        upto = min(self._port_heartbeats)
         if upto <= self.watermark:
             return
         ready: list[Batch | None] = []
