@@ -36,10 +36,11 @@ class Reorderer:
             return NONE
         return int(self.max_seen) - self.max_delay - 1
 
-    def late_mask(self, ts: np.ndarray) -> np.ndarray:
-        """Which of these elements (in arrival order) are late; updates the running maximum."""
+    def late_mask(self, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Which of these elements (in arrival order) are late, and the latest timestamp seen
+        before each of them; updates the running maximum."""
         if len(ts) == 0:
-            return np.zeros(0, dtype=bool)
+            return np.zeros(0, dtype=bool), np.zeros(0, dtype=np.int64)
         running = np.maximum.accumulate(ts)
         before = np.empty_like(ts)
         before[0] = self.max_seen
@@ -48,7 +49,7 @@ class Reorderer:
         known = before != NONE
         late[known] = ts[known] < before[known] - self.max_delay
         self.max_seen = max(int(self.max_seen), int(running[-1]))
-        return late
+        return late, before
 
     def push(self, batch: Batch) -> Batch | None:
         """Add on-time elements; return those now releasable, in timestamp order."""

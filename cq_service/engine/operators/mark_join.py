@@ -93,7 +93,11 @@ class MarkJoin(MultiInputOperator):
             self._marks.setdefault(key, {}).update(zip(krows, marks))
         out_rows, out_ts, out_w = [], [], []
         for row, key, t, w in zip(rows, keys, batch.ts.tolist(), batch.w.tolist()):
-            out_rows.append((*row, self._marks[key][row]))
+            cache = self._marks.setdefault(key, {})
+            if row not in cache:  # deleted and inserted again within this run
+                group = self._right.get(key) if key is not None else None
+                cache[row] = self._compute([row], group)[0]
+            out_rows.append((*row, cache[row]))
             out_ts.append(t)
             out_w.append(w)
             group = self._left.setdefault(key, Counter())

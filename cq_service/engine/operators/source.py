@@ -97,9 +97,9 @@ class SourceOperator(Operator):
         w = np.asarray(chunk.ops, dtype=np.int64)
         batch = Batch(tuple(chunk.columns), ts, w)
         self.rows_in += len(batch)
-        late = self.reorder.late_mask(ts)
+        late, before = self.reorder.late_mask(ts)
         if late.any():
-            self._late(batch.filter(late), before=self.reorder)
+            self._late(batch.filter(late), before[late])
             batch = batch.filter(~late)
         self._emit(self.reorder.push(batch))
         wm = self.reorder.watermark
@@ -113,14 +113,14 @@ class SourceOperator(Operator):
         if self.exhausted:
             self.emit_heartbeat(max(clock, self.max_seen))
 
-    def _late(self, late: Batch, before: Reorderer) -> None:
+    def _late(self, late: Batch, latest: np.ndarray) -> None:
         self.late_count += len(late)
         if self.late_policy == "dead_letter" and self.dead_letters is not None:
-            bound = before.max_delay
+            bound = self.reorder.max_delay
             reasons = [
                 f"late: timestamp {int(t)} is more than max_delay {bound} before the latest "
-                f"timestamp seen ({int(before.max_seen)})"
-                for t in late.ts
+                f"timestamp seen ({int(m)})"
+                for t, m in zip(late.ts, latest)
             ]
             self.dead_letters.late(self.name, late.rows(), [int(t) for t in late.ts], reasons)
 
