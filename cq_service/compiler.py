@@ -61,6 +61,7 @@ def compile_pipeline(spec: PipelineSpec) -> CompiledPipeline:
         bound[name] = bq
         catalog.views[name.lower()] = bq
     if errors:
+        errors.sort(key=lambda e: (e.span.line, e.span.col) if e.span else (0, 0))
         raise SpecErrors(errors, file=spec.path)
     queries = [bound[q] for q in spec.queries if q in bound]
     plan = plan_queries([(bq, spec.queries[bq.name].sink) for bq in queries])
@@ -94,7 +95,8 @@ def _in_file(e: CQLError, q: QuerySpec, spec: PipelineSpec) -> CQError:
         line, col = q.position_of(0)
     else:
         line, col = q.span.line, q.span.col
-    return CQLError(f"query '{q.name}': {e.message}", Span(line, col, file=spec.path), file=spec.path)
+    shown = q.span.file or spec.path
+    return CQLError(f"query '{q.name}': {e.message}", Span(line, col, file=shown), file=shown)
 
 
 def _referenced(node: Any, out: set[str]) -> None:
@@ -134,8 +136,8 @@ def _dependency_order(
             errors.append(
                 CQLError(
                     f"views form a cycle: {' -> '.join(cycle)}",
-                    Span(q.span.line, q.span.col, file=spec.path),
-                    file=spec.path,
+                    Span(q.span.line, q.span.col, file=q.span.file or spec.path),
+                    file=q.span.file or spec.path,
                 )
             )
             return

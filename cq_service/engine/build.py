@@ -64,7 +64,10 @@ def build_executor(
         op.out_types = node.types
         operators.append(op)
     for s in plan.sinks:
-        sink = SinkOperator(s.query, [queues[s.input].reader()], writers[s.query], s.is_stream)
+        canonical = s.sink.type != "blackhole"  # a sink that keeps nothing needs no order
+        sink = SinkOperator(
+            s.query, [queues[s.input].reader()], writers[s.query], s.is_stream, canonical
+        )
         sink.out_types = s.types
         operators.append(sink)
     return Executor(operators, list(queues.values()), policy, budget)

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from cq_service.engine.batch import Batch
 
-__all__ = ["consolidate", "expand", "unique_sorted"]
+__all__ = ["canonical_order", "consolidate", "expand", "unique_sorted"]
 
 
 def unique_sorted(ts: np.ndarray) -> np.ndarray:
@@ -38,12 +39,32 @@ def consolidate(batch: Batch) -> Batch:
     grouped = table.group_by(["__ts", *names], use_threads=False).aggregate([("__w", "sum")])
     w = grouped.column("__w_sum").to_numpy()
     keep = np.flatnonzero(w != 0)
-    ts = grouped.column("__ts").to_numpy()[keep]
-    w = w[keep]
-    order = np.lexsort((w > 0, ts))
-    idx = pa.array(keep[order])
+    idx = pa.array(keep)
     cols = tuple(grouped.column(name).take(idx).combine_chunks() for name in names)
-    return Batch(cols, ts[order].astype(np.int64), w[order].astype(np.int64), batch.ticks)
+    ts = grouped.column("__ts").to_numpy()[keep].astype(np.int64)
+    return canonical_order(Batch(cols, ts, w[keep].astype(np.int64), batch.ticks))
+
+
+def canonical_order(batch: Batch) -> Batch:
+    """The elements ordered by instant, retractions first, then by the row's values.
+
+    Within an instant the order carries no meaning; a canonical one makes output files
+    byte-identical whatever the batch sizes and scheduling were."""
+    if len(batch) <= 1:
+        return batch
+    names = [f"c{i}" for i in range(batch.num_columns)]
+    table = pa.table(
+        {"__ts": batch.ts, "__ins": batch.w > 0, **dict(zip(names, batch.columns))}
+    )
+    order = pc.sort_indices(
+        table,
+        sort_keys=[("__ts", "ascending"), ("__ins", "ascending")]
+        + [(name, "ascending") for name in names],
+        null_placement="at_start",
+    ).to_numpy()
+    if bool((order[1:] > order[:-1]).all()):
+        return batch
+    return batch.take(order)
 
 
 def expand(batch: Batch) -> Batch:

@@ -13,6 +13,7 @@ from collections import Counter
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from cq_service.cql.logical import AggCall, BExpr
 from cq_service.engine.batch import Batch, merge_ticks
@@ -105,6 +106,8 @@ class _Acc:
             return None
         total = self.total + self.comp if self.is_float else self.total
         if fn == "sum":
+            if not self.is_float and not -(2**63) <= total < 2**63:  # type: ignore[operator]
+                return None  # beyond int64: NULL, like other overflows (docs/semantics.md)
             return total
         if self.is_float:
             return total / self.count  # type: ignore[operator]
@@ -247,8 +250,8 @@ class Aggregate(MultiInputOperator):
             if ev is None:
                 continue
             arg = ev(cols, n)
-            if call.distinct or call.fn in ("min", "max"):
-                multiset.append(j)
+            if call.distinct or call.fn in ("min", "max") or not _linear_safe(call, arg, n):
+                multiset.append(j)  # per distinct value: exact for floats and big ints
                 continue
             valid = np.asarray(arg.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
             table[f"c{j}"] = w * valid
@@ -261,19 +264,24 @@ class Aggregate(MultiInputOperator):
         gts = g.column("__ts").to_pylist()
         gkeys = list(zip(*(g.column(kn).to_pylist() for kn in knames))) if knames else [()] * len(gts)
         drows = g.column("__w_sum").to_pylist()
+        linear = {
+            j: (
+                g.column(f"c{j}_sum").to_pylist(),
+                g.column(f"s{j}_sum").to_pylist() if call.fn in ("sum", "avg") else None,
+            )
+            for j, call in enumerate(self.calls)
+            if self._args[j] is not None and j not in multiset
+        }
         per: dict[tuple, list] = {}
         order: list[tuple] = []
         for idx, (t, key) in enumerate(zip(gts, gkeys)):
             deltas: list = [None] * len(self.calls)
-            for j, call in enumerate(self.calls):
+            for j in range(len(self.calls)):
                 if self._args[j] is None:  # COUNT(*)
                     deltas[j] = (drows[idx], 0)
-                    continue
-                if j in multiset:
-                    continue
-                dc = g.column(f"c{j}")[idx].as_py()
-                ds = g.column(f"s{j}")[idx].as_py() if call.fn in ("sum", "avg") else 0
-                deltas[j] = (dc, ds)
+                elif j in linear:
+                    counts, sums = linear[j]
+                    deltas[j] = (counts[idx], sums[idx] if sums is not None else 0)
             per[(t, key)] = [drows[idx], deltas]
             order.append((t, key))
         for j in multiset:
@@ -294,6 +302,21 @@ class Aggregate(MultiInputOperator):
                 entry[1][j].append((v, dw))
         order.sort(key=lambda tk: tk[0])
         return [(t, key, per[(t, key)][0], per[(t, key)][1]) for t, key in order]
+
+
+def _linear_safe(call: AggCall, arg: pa.Array, n: int) -> bool:
+    """Whether a vectorised sum of this batch's values is exact: counts always are; int sums
+    are while no partial sum can overflow int64; float sums are not (rounding), so floats are
+    summed per distinct value with compensation instead."""
+    if call.fn == "count":
+        return True
+    if arg.type != pa.int64():
+        return False
+    if n == 0 or arg.null_count == n:
+        return True
+    lo, hi = pc.min_max(arg).values()
+    bound = max(abs(lo.as_py()), abs(hi.as_py()))
+    return bound * n < 2**62
 
 
 def _same_types(a: tuple | None, b: tuple | None) -> bool:

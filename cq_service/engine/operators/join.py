@@ -88,10 +88,10 @@ def _match(a_keys: list[pa.Array], b_keys: list[pa.Array]) -> tuple[np.ndarray, 
     a = pa.table({**dict(zip(knames, a_keys)), "__i": pa.array(np.arange(na))})
     b = pa.table({**dict(zip(knames, b_keys)), "__j": pa.array(np.arange(nb))})
     j = a.join(b, keys=knames, join_type="inner", use_threads=False)
-    return (
-        j.column("__i").to_numpy().astype(np.int64),
-        j.column("__j").to_numpy().astype(np.int64),
-    )
+    i_idx = j.column("__i").to_numpy().astype(np.int64)
+    j_idx = j.column("__j").to_numpy().astype(np.int64)
+    order = np.lexsort((j_idx, i_idx))  # hash-join order is arbitrary; make it reproducible
+    return i_idx[order], j_idx[order]
 
 
 class Join(MultiInputOperator):

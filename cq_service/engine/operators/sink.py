@@ -1,7 +1,8 @@
 """Sinks: the end of a query. Relation results are written as their delta stream.
 
 Each complete instant is consolidated (net weight per row) and written as single elements,
-retractions before insertions; stream results are written as they come.
+retractions before insertions. Sinks that keep what they write get each instant's elements in a
+canonical order (by row values), so a run's files do not depend on batch sizes or scheduling.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Protocol
 import numpy as np
 
 from cq_service.engine.batch import Batch
-from cq_service.engine.consolidate import consolidate, expand
+from cq_service.engine.consolidate import canonical_order, consolidate, expand
 from cq_service.engine.instants import InstantBuffer
 from cq_service.engine.operators.base import UnaryOperator
 from cq_service.engine.queues import Queue, QueueReader
@@ -30,11 +31,20 @@ class ResultWriter(Protocol):
 class SinkOperator(UnaryOperator):
     kind = "sink"
 
-    def __init__(self, name: str, inputs: list[QueueReader], writer: ResultWriter, is_stream: bool):
+    def __init__(
+        self,
+        name: str,
+        inputs: list[QueueReader],
+        writer: ResultWriter,
+        is_stream: bool,
+        canonical: bool = True,
+    ):
         super().__init__(name, inputs, Queue(f"{name}.out"))
         self.writer = writer
         self.is_stream = is_stream
-        self._buffer = None if is_stream else InstantBuffer()
+        self.canonical = canonical
+        # Streams need no instant buffer unless their instants are written in canonical order.
+        self._buffer = InstantBuffer() if canonical or not is_stream else None
         self.written = 0
 
     def describe(self) -> str:
@@ -63,8 +73,10 @@ class SinkOperator(UnaryOperator):
     def _write(self, batch: Batch | None) -> None:
         if batch is None or len(batch) == 0:
             return
-        if self._buffer is not None:
+        if not self.is_stream:
             batch = consolidate(batch)
+        if self.canonical:
+            batch = canonical_order(batch)
         batch = expand(batch)
         if len(batch) == 0:
             return

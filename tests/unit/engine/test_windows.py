@@ -1,0 +1,426 @@
+"""Window operators (stream -> relation): Range, Now, Slide, Rows, Partition By Rows, Unbounded.
+
+Each test feeds batches and heartbeats into the window's input queue and checks the relation
+the output deltas describe at each instant, plus the ticks (instants that matter)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+
+from cq_service.cql.logical import Call, ColRef, Const
+from cq_service.engine.batch import Batch
+from cq_service.engine.operators.range_window import RangeWindow
+from cq_service.engine.operators.rows_window import PartitionRowsWindow, RowsWindow
+from cq_service.engine.operators.unbounded_window import UnboundedWindow
+from cq_service.engine.queues import Heartbeat, Queue
+from cq_service.types import DataType
+
+INT, STR, BOOL = DataType.INT, DataType.STRING, DataType.BOOL
+TYPES = [INT, STR]
+
+# -- harness ----------------------------------------------------------------------------------
+
+
+def B(*elems: tuple, ticks: tuple[int, ...] = (), types=TYPES) -> Batch:
+    """A batch of (ts, row) or (ts, row, weight) elements; ticks default to the timestamps."""
+    ts = [e[0] for e in elems]
+    tk = sorted(set(ts) | set(ticks))
+    return Batch.from_rows(
+        [e[1] for e in elems],
+        ts,
+        [e[2] if len(e) > 2 else 1 for e in elems],
+        types,
+        np.asarray(tk, dtype=np.int64),
+    )
+
+
+@dataclass
+class Out:
+    elements: list[tuple[int, tuple, int]] = field(default_factory=list)  # (ts, row, w)
+    ticks: set[int] = field(default_factory=set)
+    heartbeats: list[int] = field(default_factory=list)
+
+    def at(self, t: int) -> Counter:
+        """The relation at instant t: every delta with timestamp ≤ t applied."""
+        c: Counter = Counter()
+        for ts, row, w in self.elements:
+            if ts <= t:
+                c[row] += w
+        assert all(v >= 0 for v in c.values()), (t, c)
+        return +c
+
+    def changes(self) -> dict[int, Counter]:
+        """Net change per instant (zero nets dropped)."""
+        out: dict[int, Counter] = {}
+        for ts, row, w in self.elements:
+            out.setdefault(ts, Counter())[row] += w
+        return {t: Counter({r: w for r, w in c.items() if w}) for t, c in out.items() if any(c.values())}
+
+
+class Harness:
+    def __init__(self, make, types=TYPES):
+        self.inq = Queue("in")
+        out = Queue("out")
+        self.reader = out.reader()
+        self.op = make("w", [self.inq.reader()], out)
+        self.op.out_types = list(types)
+        self.out = Out()
+
+    def feed(self, *items: Batch | Heartbeat | int) -> Out:
+        """Push items (an int is a heartbeat) and run the operator until it has read them."""
+        for it in items:
+            self.inq.push(Heartbeat(it) if isinstance(it, int) else it)
+        while self.op.runnable():
+            self.op.run(3)
+        last = None
+        while (item := self.reader.get()) is not None:
+            if isinstance(item, Heartbeat):
+                self.out.heartbeats.append(item.ts)
+                continue
+            ts = item.ts.tolist()
+            assert ts == sorted(ts), "timestamps out of order in a batch"
+            if last is not None and ts:
+                assert ts[0] >= last
+            if ts:
+                last = ts[-1]
+            self.out.elements.extend(zip(ts, item.rows(), item.w.tolist()))
+            self.out.ticks.update(item.ticks.tolist())
+        return self.out
+
+
+def rows(*rs) -> Counter:
+    return Counter(rs)
+
+
+def range_w(size, slide=None, where=None):
+    return lambda n, i, o: RangeWindow(n, i, o, size, slide, where)
+
+
+A, Bb, C, D, E = (1, "a"), (2, "b"), (3, "c"), (4, "d"), (5, "e")
+GT2 = Call("gt", (ColRef(0, INT), Const(2, INT)), BOOL)
+
+# -- [Range T] --------------------------------------------------------------------------------
+
+
+def test_range_expires_at_t_plus_size_plus_one():
+    h = Harness(range_w(2))
+    out = h.feed(B((1, A), (2, Bb)), 10)
+    assert out.at(1) == rows(A)
+    assert out.at(2) == rows(A, Bb)
+    assert out.at(3) == rows(A, Bb)  # A is in [1, 3]
+    assert out.at(4) == rows(Bb)  # A leaves at 1 + 2 + 1
+    assert out.at(5) == rows()
+    assert out.changes() == {1: rows(A), 2: rows(Bb), 4: Counter({A: -1}), 5: Counter({Bb: -1})}
+    assert {1, 2, 4, 5} <= out.ticks
+    assert out.heartbeats == [10]
+
+
+def test_range_expiry_emitted_only_once_time_reaches_it():
+    h = Harness(range_w(5))
+    out = h.feed(B((1, A)), 3)
+    assert out.at(100) == rows(A)  # nothing says time has reached 7 yet
+    out = h.feed(6)
+    assert out.at(100) == rows(A)
+    out = h.feed(7)
+    assert out.at(7) == rows()
+    assert 7 in out.ticks
+
+
+def test_range_expiry_driven_by_later_elements():
+    h = Harness(range_w(1))
+    out = h.feed(B((0, A)), B((5, Bb)))
+    assert out.changes() == {0: rows(A), 2: Counter({A: -1}), 5: rows(Bb)}
+    assert out.ticks >= {0, 2, 5}
+
+
+def test_range_duplicates_and_same_instant():
+    h = Harness(range_w(0))
+    out = h.feed(B((3, A), (3, A), (3, Bb)), 10)
+    assert out.at(3) == Counter({A: 2, Bb: 1})
+    assert out.at(4) == rows()
+
+
+def test_now_window_holds_only_the_current_instant():
+    h = Harness(range_w(0))
+    out = h.feed(B((1, A), (2, Bb), (2, C)), B((4, D)), 9)
+    assert out.at(1) == rows(A)
+    assert out.at(2) == rows(Bb, C)
+    assert out.at(3) == rows()
+    assert out.at(4) == rows(D)
+    assert out.at(5) == rows()
+    assert out.ticks >= {1, 2, 3, 4, 5}
+
+
+def test_range_inner_where_before_the_cutoff():
+    h = Harness(range_w(10, where=GT2))
+    out = h.feed(B((1, A), (2, C), (3, Bb), (4, D)), 20)
+    assert out.at(4) == rows(C, D)
+    assert out.at(13) == rows(D)
+    assert out.at(15) == rows()
+    assert 1 in out.ticks and 3 in out.ticks  # arrivals still matter even when filtered out
+
+
+def test_range_ticks_propagate_without_elements():
+    h = Harness(range_w(3))
+    out = h.feed(B(ticks=(2, 5)), 6)
+    assert out.elements == []
+    assert out.ticks == {2, 5}
+
+
+def test_range_empty_input():
+    h = Harness(range_w(3))
+    out = h.feed(1, 2, 3)
+    assert out.elements == [] and out.ticks == set()
+    assert out.heartbeats == [1, 2, 3]
+
+
+def test_range_window_state_drains():
+    h = Harness(range_w(2))
+    h.feed(B((1, A), (1, Bb)))
+    assert h.op.state_size()[0] == 2
+    h.feed(10)
+    assert h.op.state_size()[0] == 0
+
+
+# -- [Range T Slide L] ------------------------------------------------------------------------
+
+
+def test_slide_enters_at_next_multiple_and_leaves_after_t_plus_size():
+    # Range 3 Slide 2: t=1 enters at 2 and leaves at the first multiple of 2 > 4, i.e. 6;
+    # t=2 enters at 2 and leaves at 6; t=4 enters at 4 and leaves at 8.
+    h = Harness(range_w(3, slide=2))
+    out = h.feed(B((1, A), (2, Bb), (4, C)), 20)
+    assert out.at(1) == rows()
+    assert out.at(2) == rows(A, Bb)
+    assert out.at(3) == rows(A, Bb)
+    assert out.at(4) == rows(A, Bb, C)
+    assert out.at(6) == rows(C)
+    assert out.at(8) == rows()
+    assert out.changes() == {
+        2: rows(A, Bb),
+        4: rows(C),
+        6: Counter({A: -1, Bb: -1}),
+        8: Counter({C: -1}),
+    }
+    assert out.ticks >= {1, 2, 4, 6, 8}
+
+
+@pytest.mark.parametrize(
+    ("size", "slide", "t", "span"),
+    [
+        (0, 5, 1, None),  # enters at 5, must leave at the first multiple > 1: 5 -> never
+        (2, 5, 1, None),  # enters at 5, leaves at the first multiple > 3: 5 -> never
+        (2, 5, 3, (5, 10)),  # enters at 5, leaves at the first multiple > 5: 10
+        (0, 5, 5, (5, 10)),
+        (4, 5, 0, (0, 5)),
+        (10, 5, 7, (10, 20)),
+    ],
+)
+def test_slide_boundaries(size, slide, t, span):
+    h = Harness(range_w(size, slide=slide))
+    out = h.feed(B((t, A)), 100)
+    if span is None:
+        assert out.elements == []
+        assert t in out.ticks
+        return
+    enter, leave = span
+    assert out.changes() == {enter: rows(A), leave: Counter({A: -1})}
+    assert {t, enter, leave} <= out.ticks
+
+
+def test_slide_against_definition():
+    """Brute force: at τ the window holds the tuples with ts in [t0 − T, t0], t0 = ⌊τ/L⌋·L."""
+    rng = np.random.default_rng(3)
+    ts = np.sort(rng.integers(0, 40, size=60)).tolist()
+    elems = [(t, (k, "x")) for k, t in enumerate(ts)]
+    size, slide = 7, 3
+    h = Harness(range_w(size, slide=slide))
+    for k in range(0, len(elems), 9):
+        h.feed(B(*elems[k : k + 9]))
+    out = h.feed(60)
+    for tau in range(0, 61):
+        t0 = tau // slide * slide
+        want = Counter(row for t, row in elems if t0 - size <= t <= t0 and t <= tau)
+        assert out.at(tau) == want, tau
+
+
+def test_range_against_definition_with_inner_where():
+    rng = np.random.default_rng(5)
+    ts = np.sort(rng.integers(0, 30, size=50)).tolist()
+    elems = [(t, (int(rng.integers(0, 6)), str(k))) for k, t in enumerate(ts)]
+    size = 4
+    h = Harness(range_w(size, where=GT2))
+    for k in range(0, len(elems), 7):
+        h.feed(B(*elems[k : k + 7]))
+        h.feed(elems[min(k + 6, len(elems) - 1)][0] - 1)
+    out = h.feed(40)
+    for tau in range(0, 41):
+        want = Counter(row for t, row in elems if tau - size <= t <= tau and row[0] > 2)
+        assert out.at(tau) == want, tau
+
+
+# -- [Rows N] ---------------------------------------------------------------------------------
+
+
+def rows_w(n, where=None):
+    return lambda name, i, o: RowsWindow(name, i, o, n, where)
+
+
+def test_rows_keeps_the_last_n():
+    h = Harness(rows_w(2))
+    out = h.feed(B((1, A), (2, Bb), (3, C)), B((5, D)))
+    assert out.at(1) == rows(A)
+    assert out.at(2) == rows(A, Bb)
+    assert out.at(3) == rows(Bb, C)
+    assert out.at(4) == rows(Bb, C)  # Rows windows do not expire with time
+    assert out.at(5) == rows(C, D)
+
+
+def test_rows_ties_in_arrival_order():
+    h = Harness(rows_w(1))
+    out = h.feed(B((1, A), (1, Bb)), B((1, C)), 1)
+    assert out.at(1) == rows(C)
+    h2 = Harness(rows_w(2))
+    out2 = h2.feed(B((1, C), (1, A), (1, Bb)))
+    assert out2.at(1) == rows(A, Bb)
+
+
+def test_rows_more_than_n_arrivals_at_one_instant():
+    h = Harness(rows_w(2))
+    out = h.feed(B((0, E)), B((1, A), (1, Bb), (1, C), (1, D)), 1)
+    assert out.at(0) == rows(E)
+    assert out.at(1) == rows(C, D)
+    assert set(out.changes()) == {0, 1}
+    assert out.changes()[1] == Counter({E: -1, C: 1, D: 1})
+
+
+def test_rows_n_larger_than_input():
+    h = Harness(rows_w(100))
+    out = h.feed(B((1, A), (2, Bb), (2, A)), 5)
+    assert out.at(5) == Counter({A: 2, Bb: 1})
+    assert all(w == 1 for *_, w in out.elements)
+
+
+def test_rows_duplicates_leave_one_at_a_time():
+    h = Harness(rows_w(2))
+    out = h.feed(B((1, A), (2, A), (3, Bb), (4, Bb)))
+    assert out.at(2) == Counter({A: 2})
+    assert out.at(3) == Counter({A: 1, Bb: 1})
+    assert out.at(4) == Counter({Bb: 2})
+
+
+def test_rows_inner_where_before_the_cutoff():
+    h = Harness(rows_w(1, where=GT2))
+    out = h.feed(B((1, C), (2, A), (3, Bb)), B((4, D)))
+    assert out.at(3) == rows(C)  # A and B never enter, so C stays
+    assert out.at(4) == rows(D)
+    assert {1, 2, 3, 4} <= out.ticks
+
+
+def test_rows_ticks_propagate_when_nothing_admitted():
+    h = Harness(rows_w(1, where=GT2))
+    out = h.feed(B((1, A), (2, Bb)), B(ticks=(7,)))
+    assert out.elements == []
+    assert out.ticks == {1, 2, 7}
+
+
+def test_rows_against_definition():
+    rng = np.random.default_rng(11)
+    ts = np.sort(rng.integers(0, 15, size=80)).tolist()
+    elems = [(t, (int(rng.integers(0, 3)), str(k % 4))) for k, t in enumerate(ts)]
+    n = 5
+    h = Harness(rows_w(n))
+    for k in range(0, len(elems), 6):
+        h.feed(B(*elems[k : k + 6]))
+    out = h.feed(20)
+    for tau in range(0, 16):
+        upto = [row for t, row in elems if t <= tau]
+        assert out.at(tau) == Counter(upto[-n:]), tau
+
+
+# -- [Partition By … Rows N] ------------------------------------------------------------------
+
+
+def part_w(n, keys=(0,), where=None):
+    return lambda name, i, o: PartitionRowsWindow(name, i, o, n, keys, where)
+
+
+def test_partition_rows_last_n_per_partition():
+    h = Harness(part_w(1))
+    out = h.feed(B((1, (1, "a")), (2, (2, "b")), (3, (1, "c")), (3, (2, "d")), (3, (2, "e"))))
+    assert out.at(2) == rows((1, "a"), (2, "b"))
+    assert out.at(3) == rows((1, "c"), (2, "e"))
+
+
+def test_partition_null_keys_form_one_partition():
+    h = Harness(part_w(2))
+    out = h.feed(B((1, (None, "a")), (2, (None, "b")), (3, (None, "c")), (3, (1, "d"))))
+    assert out.at(2) == rows((None, "a"), (None, "b"))
+    assert out.at(3) == rows((None, "b"), (None, "c"), (1, "d"))
+
+
+def test_partition_by_two_keys():
+    h = Harness(part_w(1, keys=(0, 1)))
+    out = h.feed(B((1, (1, "a")), (2, (1, "b")), (3, (1, "a")), (4, (None, None)), (5, (None, None))))
+    assert out.at(5) == Counter({(1, "a"): 1, (1, "b"): 1, (None, None): 1})
+
+
+def test_partition_inner_where_and_ticks():
+    h = Harness(part_w(1, where=GT2))
+    out = h.feed(B((1, (3, "a")), (2, (1, "b")), (3, (3, "c"))), B(ticks=(9,)))
+    assert out.at(3) == rows((3, "c"))
+    assert out.ticks == {1, 2, 3, 9}
+
+
+def test_partition_against_definition():
+    rng = np.random.default_rng(13)
+    ts = np.sort(rng.integers(0, 12, size=70)).tolist()
+    keys = [None, 1, 2]
+    elems = [(t, (keys[int(rng.integers(0, 3))], str(k))) for k, t in enumerate(ts)]
+    n = 3
+    h = Harness(part_w(n))
+    for k in range(0, len(elems), 8):
+        h.feed(B(*elems[k : k + 8]))
+    out = h.feed(20)
+    for tau in range(0, 13):
+        want: Counter = Counter()
+        for key in keys:
+            part = [row for t, row in elems if t <= tau and row[0] == key]
+            want.update(part[-n:])
+        assert out.at(tau) == want, tau
+
+
+# -- Unbounded --------------------------------------------------------------------------------
+
+
+def test_unbounded_keeps_everything():
+    h = Harness(lambda name, i, o: UnboundedWindow(name, i, o, None))
+    out = h.feed(B((1, A), (1, A), (4, Bb)), B(ticks=(6,)), 100)
+    assert out.at(1) == Counter({A: 2})
+    assert out.at(100) == Counter({A: 2, Bb: 1})
+    assert out.ticks == {1, 4, 6}
+    assert out.heartbeats == [100]
+
+
+def test_unbounded_inner_where():
+    h = Harness(lambda name, i, o: UnboundedWindow(name, i, o, GT2))
+    out = h.feed(B((1, A), (2, C), (3, (None, "n"))))
+    assert out.at(3) == rows(C)
+    assert out.ticks == {1, 2, 3}
+
+
+@pytest.mark.parametrize(
+    "make",
+    [range_w(3), range_w(3, slide=2), rows_w(2), part_w(2), lambda n, i, o: UnboundedWindow(n, i, o, None)],
+    ids=["range", "slide", "rows", "partition", "unbounded"],
+)
+def test_every_window_passes_heartbeats_and_empty_batches(make):
+    h = Harness(make)
+    out = h.feed(Batch.empty(TYPES), 1, B(ticks=(3,)), 4)
+    assert out.elements == []
+    assert out.heartbeats == [1, 4]
+    assert 3 in out.ticks

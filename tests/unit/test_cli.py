@@ -1,0 +1,106 @@
+"""The `cq` command: exit codes, FILE:LINE:COL messages, run and explain end to end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CQ = Path(sys.executable).with_name("cq")
+
+BAD = """\
+version: 1
+name: bad
+streams:
+  S: {schema: {a: int}, timestamp: ts, source: {type: file, path: s.csv}}
+queries:
+  q1:
+    cql: >
+      SELECT a, b
+      FROM S [Range 5]
+    sink: {type: stdout}
+  q2:
+    cql: "SELECT COUNT(* FROM S"
+    sink: {type: stdout}
+  q3:
+    cql: |
+      SELECT a FROM S
+      WHERE a LIKE 3
+    sink: {type: stdout}
+  q4:
+    cql: SELECT x FROM q5
+  q5:
+    cql: SELECT a FROM q4
+"""
+
+GOOD = """\
+version: 1
+name: good
+streams:
+  S: {schema: {a: int}, timestamp: ts, source: {type: file, path: s.csv}}
+queries:
+  big:
+    cql: SELECT Istream(a) FROM S [Now] WHERE a > 4
+    sink: {type: file, path: out/big.jsonl}
+  total:
+    cql: SELECT SUM(a) AS total FROM S [Rows 2]
+    sink: {type: file, path: out/total.jsonl}
+"""
+
+
+def cq(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(CQ), *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    (tmp_path / "s.csv").write_text("ts,a\n1,5\n2,3\n4,9\n")
+    return tmp_path
+
+
+def test_validate_reports_every_cql_error_at_its_place_in_the_yaml(folder: Path) -> None:
+    (folder / "bad.yaml").write_text(BAD)
+    r = cq("validate", "bad.yaml", cwd=folder)
+    assert r.returncode == 2
+    assert r.stdout.splitlines() == [
+        "bad.yaml:8:17: query 'q1': unknown column 'b'",
+        "bad.yaml:12:26: query 'q2': unexpected 'FROM'; expected ')'",
+        "bad.yaml:17:13: query 'q3': LIKE needs string, not int",
+        "bad.yaml:19:3: views form a cycle: q4 -> q5 -> q4",
+    ]
+
+
+def test_validate_ok_and_run_writes_exact_results(folder: Path) -> None:
+    (folder / "good.yaml").write_text(GOOD)
+    assert cq("validate", "good.yaml", cwd=folder).returncode == 0
+    r = cq("run", "good.yaml", "--stats", cwd=folder)
+    assert r.returncode == 0, r.stderr
+    assert "peak memory" in r.stderr
+    big = [json.loads(x) for x in (folder / "out/big.jsonl").read_text().splitlines()]
+    assert big == [{"_ts": 1, "_op": "+", "a": 5}, {"_ts": 4, "_op": "+", "a": 9}]
+    total = [json.loads(x) for x in (folder / "out/total.jsonl").read_text().splitlines()]
+    assert total == [
+        {"_ts": 1, "_op": "+", "total": 5},
+        {"_ts": 2, "_op": "-", "total": 5},
+        {"_ts": 2, "_op": "+", "total": 8},
+        {"_ts": 4, "_op": "-", "total": 8},
+        {"_ts": 4, "_op": "+", "total": 12},
+    ]
+
+
+def test_run_refuses_an_invalid_file_without_running(folder: Path) -> None:
+    (folder / "bad.yaml").write_text(BAD)
+    r = cq("run", "bad.yaml", cwd=folder)
+    assert r.returncode == 2
+    assert not (folder / "out").exists()
+
+
+def test_explain_shows_operators_and_sharing(folder: Path) -> None:
+    (folder / "good.yaml").write_text(GOOD)
+    r = cq("explain", "good.yaml", cwd=folder)
+    assert r.returncode == 0
+    assert "stream source S" in r.stdout and "shared by big, total" in r.stdout
+    assert "window [Rows 2]" in r.stdout and "window [Range 0]" in r.stdout
