@@ -58,9 +58,8 @@ def canonical_order(batch: Batch) -> Batch:
     )
     order = pc.sort_indices(
         table,
-        sort_keys=[("__ts", "ascending"), ("__ins", "ascending")]
-        + [(name, "ascending") for name in names],
-        null_placement="at_start",
+        sort_keys=[("__ts", "ascending", "at_start"), ("__ins", "ascending", "at_start")]
+        + [(name, "ascending", "at_start") for name in names],
     ).to_numpy()
     if bool((order[1:] > order[:-1]).all()):
         return batch

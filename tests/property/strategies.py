@@ -31,6 +31,7 @@ __all__ = [
     "Case",
     "aggregate_queries",
     "cases",
+    "correlated_aggregate_queries",
     "join_queries",
     "mixed_queries",
     "r2s_queries",
@@ -67,9 +68,9 @@ class Case:
             sink = "" if isinstance(q, str) or q.get("sink", True) else "  (view)"
             lines.append(f"  {name}: {cql}{sink}")
         for name, recs in self.data.items():
-            fmt = {**self.pipeline.get("streams", {}), **self.pipeline.get("relations", {})}[
-                name
-            ]["format"]
+            fmt = {**self.pipeline.get("streams", {}), **self.pipeline.get("relations", {})}[name][
+                "format"
+            ]
             lines.append(f"  {name} ({fmt}): {recs}")
         lines.append(")")
         return "\n".join(lines)
@@ -90,6 +91,11 @@ class From:
 
 
 # ============================================================================== data
+
+
+def rare(draw: Any, n: int) -> bool:
+    """True with probability 1/(n+1); shrinks to False (the simpler choice)."""
+    return draw(st.integers(0, n)) == n
 
 
 @st.composite
@@ -225,7 +231,7 @@ def bool_expr(draw: Any, refs: Refs, depth: int = 1) -> str:
         return f"{what} IS {draw(st.sampled_from(['', 'NOT ']))}NULL"
     if k == 2:
         items = draw(st.lists(st.integers(0, 4), min_size=1, max_size=3))
-        if draw(st.integers(0, 4)) == 0:
+        if rare(draw, 4):
             items_text = ", ".join(map(str, items)) + ", NULL"
         else:
             items_text = ", ".join(map(str, items))
@@ -258,7 +264,7 @@ def select_items(
     draw: Any, refs: Refs, min_size: int = 1, max_size: int = 3, star: bool = True
 ) -> tuple[str, list[str]]:
     """A projection: (text, output types)."""
-    if star and draw(st.integers(0, 5)) == 0:
+    if star and rare(draw, 5):
         return "*", [t for _, t in refs]
     n = draw(st.integers(min_size, max_size))
     texts, types = [], []
@@ -311,7 +317,10 @@ def duration(draw: Any, lo: int, hi: int) -> str:
 
 @st.composite
 def window(
-    draw: Any, alias: str, columns: list[tuple[str, str]], derived: bool = False,
+    draw: Any,
+    alias: str,
+    columns: list[tuple[str, str]],
+    derived: bool = False,
     kinds: tuple[str, ...] | None = None,
 ) -> str:
     """A window spec text (possibly empty) over a stream whose columns are `columns`."""
@@ -338,7 +347,7 @@ def window(
         body = "Range Unbounded"
     else:
         body = "Rows Unbounded"
-    if draw(st.integers(0, 4)) == 0:
+    if rare(draw, 4):
         refs = [(f"{alias}.{n}", t) for n, t in columns]
         body += f" Where {draw(bool_expr(refs, 1))}"
     return f"[{body}]"
@@ -346,7 +355,7 @@ def window(
 
 def _from_text(draw: Any, name: str, win: str, alias: str) -> str:
     sample = ""
-    if draw(st.integers(0, 15)) == 0:
+    if rare(draw, 15):
         sample = f" Sample({draw(st.sampled_from([100, 0]))})"
     if alias == name and draw(st.booleans()):
         return " ".join(p for p in (name, win) if p) + sample
@@ -359,7 +368,9 @@ def _from_text(draw: Any, name: str, win: str, alias: str) -> str:
 
 @st.composite
 def stream_from(
-    draw: Any, name: str | None = None, alias: str | None = None,
+    draw: Any,
+    name: str | None = None,
+    alias: str | None = None,
     kinds: tuple[str, ...] | None = None,
 ) -> From:
     name = name or draw(st.sampled_from(STREAMS))
@@ -399,7 +410,10 @@ class Q:
 
 
 def _select(
-    items: str, froms: list[From], where: str | None = None, distinct: bool = False,
+    items: str,
+    froms: list[From],
+    where: str | None = None,
+    distinct: bool = False,
     tail: str = "",
 ) -> str:
     text = "SELECT " + ("DISTINCT " if distinct else "") + items
@@ -420,7 +434,7 @@ def wrap(draw: Any, select_text: str, items: str, stream_default: bool) -> tuple
     if k <= 4 or items == "*":
         return f"{op}({select_text})", True
     head = select_text[: select_text.index(items)]
-    rest = select_text[select_text.index(items) + len(items):]
+    rest = select_text[select_text.index(items) + len(items) :]
     return f"{head}{op}({items}){rest}", True
 
 
@@ -437,7 +451,7 @@ def window_query(draw: Any) -> Q:
     refs = f.refs()
     items, types = draw(select_items(refs))
     where = draw(bool_expr(refs, 2)) if draw(st.integers(0, 3)) else None
-    distinct = draw(st.integers(0, 4)) == 0
+    distinct = rare(draw, 4)
     text = _select(items, [f], where, distinct)
     text, is_stream = draw(wrap(text, items, f.is_stream_read))
     return Q(text, _out_columns(items, types, refs), f.inputs, is_stream)
@@ -466,7 +480,7 @@ def join_query(draw: Any) -> Q:
         conds = []  # a cross join of bounded windows
     extra = draw(bool_expr(refs, 1)) if draw(st.booleans()) else None
     items, types = draw(select_items(refs, max_size=4))
-    distinct = draw(st.integers(0, 5)) == 0
+    distinct = rare(draw, 5)
     if style == 1 and len(froms) == 2 and conds:
         from_text = f"{froms[0].text} JOIN {froms[1].text} ON {conds[0]}"
         where = extra
@@ -495,13 +509,13 @@ def aggregate_call(draw: Any, refs: Refs) -> tuple[str, str]:
     if k == 0:
         return "COUNT(*)", "int"
     fn = AGGS[k]
-    distinct = "DISTINCT " if draw(st.integers(0, 4)) == 0 else ""
-    if fn in ("MIN", "MAX", "COUNT") and _of(refs, "string") and draw(st.integers(0, 3)) == 0:
+    distinct = "DISTINCT " if rare(draw, 4) else ""
+    if fn in ("MIN", "MAX", "COUNT") and _of(refs, "string") and rare(draw, 3):
         arg = draw(st.sampled_from(_of(refs, "string")))
         return f"{fn}({distinct}{arg})", "int" if fn == "COUNT" else "string"
     cols = _of(refs, "int")
-    arg = draw(st.sampled_from(cols)) if cols and draw(st.integers(0, 2)) else draw(
-        int_expr(refs, 1)
+    arg = (
+        draw(st.sampled_from(cols)) if cols and draw(st.integers(0, 2)) else draw(int_expr(refs, 1))
     )
     typ = {"COUNT": "int", "SUM": "int", "AVG": "float"}.get(fn, "int")
     return f"{fn}({distinct}{arg})", typ
@@ -513,7 +527,7 @@ def having(draw: Any, refs: Refs, keys: list[str]) -> str:
     if typ == "string":
         return f"{agg} <> '{draw(st.sampled_from(STRINGS))}'"
     cond = f"{agg} {draw(st.sampled_from(CMP))} {draw(st.integers(0, 4))}"
-    if keys and draw(st.integers(0, 3)) == 0:
+    if keys and rare(draw, 3):
         cond += f" AND {draw(st.sampled_from(keys))} IS NOT NULL"
     return cond
 
@@ -531,18 +545,17 @@ def aggregate_query(draw: Any, froms: list[From] | None = None, wrapped: bool = 
             froms = [draw(stream_from("S")), draw(stream_from("T"))]
     refs = [r for f in froms for r in f.refs()]
     conds = [f"{froms[0].alias}.a = {f.alias}.a" for f in froms[1:]]
-    if draw(st.integers(0, 2)) == 0:
+    if rare(draw, 2):
         conds.append(draw(bool_expr(refs, 1)))
     nkeys = draw(st.integers(0, 2))
     key_cols = draw(
-        st.lists(st.sampled_from([r for r, _ in refs]), min_size=nkeys, max_size=nkeys,
-                 unique=True)
+        st.lists(st.sampled_from([r for r, _ in refs]), min_size=nkeys, max_size=nkeys, unique=True)
     )
     key_types = {r: t for r, t in refs}
     items, columns = [], []
     keys_text = list(key_cols)
     expr_key = None
-    if key_cols and draw(st.integers(0, 5)) == 0 and _of(refs, "int"):
+    if key_cols and rare(draw, 5) and _of(refs, "int"):
         col = draw(st.sampled_from(_of(refs, "int")))
         expr_key = f"{col} % 2"
         keys_text.append(expr_key)
@@ -555,7 +568,7 @@ def aggregate_query(draw: Any, froms: list[From] | None = None, wrapped: bool = 
         columns.append(("kx", "int"))
     for i in range(draw(st.integers(1, 3))):
         agg, typ = draw(aggregate_call(refs))
-        if draw(st.integers(0, 6)) == 0 and typ == "int":
+        if rare(draw, 6) and typ == "int":
             agg = f"{agg} + 1"
         items.append(f"{agg} AS n{i}")
         columns.append((f"n{i}", typ))
@@ -563,7 +576,7 @@ def aggregate_query(draw: Any, froms: list[From] | None = None, wrapped: bool = 
     text = _select(items_text, froms, " AND ".join(conds) or None)
     if keys_text:
         text += " GROUP BY " + ", ".join(keys_text)
-    if draw(st.integers(0, 2)) == 0:
+    if rare(draw, 2):
         text += " HAVING " + draw(having(refs, key_cols))
     is_stream = False
     if wrapped:
@@ -578,7 +591,7 @@ SETOPS = ("UNION", "UNION ALL", "EXCEPT", "EXCEPT ALL", "INTERSECT", "INTERSECT 
 def setop_block(draw: Any, types: list[str], suffix: str) -> tuple[str, bool, set[str]]:
     f = draw(any_from(suffix))
     refs = f.refs()
-    if draw(st.integers(0, 4)) == 0 and _of(refs, "int"):  # an aggregate block
+    if rare(draw, 4) and _of(refs, "int"):  # an aggregate block
         items = []
         for i, typ in enumerate(types):
             if typ == "int":
@@ -591,7 +604,7 @@ def setop_block(draw: Any, types: list[str], suffix: str) -> tuple[str, bool, se
         return text, False, f.inputs
     items = draw(typed_items(refs, types))
     where = draw(bool_expr(refs, 1)) if draw(st.booleans()) else None
-    distinct = draw(st.integers(0, 5)) == 0
+    distinct = rare(draw, 5)
     return _select(items, [f], where, distinct), f.is_stream_read, f.inputs
 
 
@@ -606,7 +619,7 @@ def setop_query(draw: Any) -> Q:
         text = f"{text} {op} {b[0]}" if draw(st.integers(0, 3)) else f"{text} {op} ({b[0]})"
     stream_default = any(b[1] for b in blocks)
     is_stream = stream_default
-    if draw(st.integers(0, 3)) == 0:
+    if rare(draw, 3):
         op = draw(st.sampled_from(["Istream", "Dstream", "Rstream"]))
         text, is_stream = f"{op}({text})", True
     inputs = set().union(*(b[2] for b in blocks))
@@ -617,22 +630,23 @@ def setop_query(draw: Any) -> Q:
 
 
 @st.composite
-def predicate_subquery(draw: Any, outer: From) -> tuple[str, set[str]]:
+def predicate_subquery(draw: Any, outer: From, corr_agg: bool = False) -> tuple[str, set[str]]:
     """A predicate over `outer` using a subquery: IN, NOT IN, EXISTS, NOT EXISTS, a scalar
-    comparison, ALL, ANY; uncorrelated or correlated on a."""
+    comparison, ALL, ANY; uncorrelated or correlated on a. Aggregate subqueries are correlated
+    only when `corr_agg` (then they always are, and the subquery always aggregates)."""
     inner = draw(any_from("i"))
     irefs = inner.refs()
     o_int = [r for r, t in outer.refs() if t == "int"]
-    correlated = draw(st.booleans())
+    k = draw(st.sampled_from([2, 5])) if corr_agg else draw(st.integers(0, 5))
+    correlated = corr_agg or (k not in (2, 5) and draw(st.booleans()))
     conds = []
     if correlated:
         conds.append(f"{inner.alias}.a = {outer.alias}.a")
-    if draw(st.integers(0, 2)) == 0:
+    if rare(draw, 2):
         conds.append(draw(bool_expr(irefs, 1)))
     where = " AND ".join(conds) or None
     i_int = _of(irefs, "int")
     lhs = draw(st.sampled_from(o_int))
-    k = draw(st.integers(0, 5))
     if k == 0:
         neg = draw(st.sampled_from(["", "NOT "]))
         sub = _select(draw(st.sampled_from(i_int)), [inner], where)
@@ -642,8 +656,11 @@ def predicate_subquery(draw: Any, outer: From) -> tuple[str, set[str]]:
         sub = _select(draw(st.sampled_from(["*", "1", i_int[0]])), [inner], where)
         return f"{neg}EXISTS ({sub})", inner.inputs
     if k == 2:
-        agg = draw(st.sampled_from([f"MAX({i_int[-1]})", f"MIN({i_int[-1]})", "COUNT(*)",
-                                    f"SUM({i_int[-1]})"]))
+        agg = draw(
+            st.sampled_from(
+                [f"MAX({i_int[-1]})", f"MIN({i_int[-1]})", "COUNT(*)", f"SUM({i_int[-1]})"]
+            )
+        )
         sub = _select(agg, [inner], where)
         return f"{lhs} {draw(st.sampled_from(CMP))} ({sub})", inner.inputs
     if k == 3:
@@ -684,8 +701,10 @@ def from_subquery(draw: Any, alias: str = "X") -> From:
     sub = _select("*", [f], where)
     win = draw(window(alias, SCHEMAS[name], derived=True))
     stream_read = not win
-    text = f"({sub}) AS {alias} {win}".rstrip() if draw(st.booleans()) or not win else (
-        f"({sub}) {win} AS {alias}"
+    text = (
+        f"({sub}) AS {alias} {win}".rstrip()
+        if draw(st.booleans()) or not win
+        else (f"({sub}) {win} AS {alias}")
     )
     return From(text, alias, SCHEMAS[name], {name}, stream_read)
 
@@ -708,12 +727,14 @@ def _split_items(items: str) -> list[str]:
 
 
 @st.composite
-def subquery_query(draw: Any) -> Q:
-    k = draw(st.integers(0, 3))
+def subquery_query(draw: Any, corr_agg: bool = False) -> Q:
+    """Subqueries in WHERE (IN, EXISTS, scalar, ALL/ANY), in the select list, in FROM.
+    With `corr_agg`: only correlated subqueries that aggregate (WHERE and select list)."""
+    k = draw(st.sampled_from([1, 2])) if corr_agg else draw(st.integers(0, 3))
     if k == 3:  # a subquery in FROM
         f = draw(from_subquery())
         froms = [f]
-        if draw(st.integers(0, 2)) == 0 and _of(f.refs(), "int"):
+        if rare(draw, 2) and _of(f.refs(), "int"):
             other = draw(stream_from("T", kinds=SMALL))
             froms.append(other)
         refs = [r for g in froms for r in g.refs()]
@@ -733,7 +754,7 @@ def subquery_query(draw: Any) -> Q:
     if k == 2:  # a scalar subquery in the select list
         inner = draw(any_from("i"))
         i_int = _of(inner.refs(), "int")
-        corr = f" WHERE {inner.alias}.a = S0.a" if draw(st.booleans()) else ""
+        corr = f" WHERE {inner.alias}.a = S0.a" if corr_agg else ""
         agg = draw(st.sampled_from([f"MAX({i_int[-1]})", "COUNT(*)", f"SUM({i_int[-1]})"]))
         items = f"S0.a, ({_select(agg, [inner])}{corr}) AS sq"
         types = ["int", "int"]
@@ -741,10 +762,10 @@ def subquery_query(draw: Any) -> Q:
         where = draw(bool_expr(refs, 1)) if draw(st.booleans()) else None
         text = _select(items, [outer], where)
     else:
-        pred, more = draw(predicate_subquery(outer))
+        pred, more = draw(predicate_subquery(outer, corr_agg))
         inputs |= more
-        if draw(st.integers(0, 2)) == 0:
-            pred2, more2 = draw(predicate_subquery(outer))
+        if rare(draw, 2):
+            pred2, more2 = draw(predicate_subquery(outer, corr_agg))
             pred = f"({pred}) {draw(st.sampled_from(['AND', 'OR']))} ({pred2})"
             inputs |= more2
         items, types = draw(select_items(refs))
@@ -764,7 +785,7 @@ def r2s_query(draw: Any) -> Q:
         refs = f.refs()
         items, types = draw(select_items(refs))
         where = draw(bool_expr(refs, 1)) if draw(st.booleans()) else None
-        inner = _select(items, [f], where, draw(st.integers(0, 3)) == 0)
+        inner = _select(items, [f], where, rare(draw, 3))
         cols = _out_columns(items, types, refs)
         inputs = f.inputs
     elif k == 1:
@@ -772,14 +793,15 @@ def r2s_query(draw: Any) -> Q:
         inner, items, cols, inputs = q.cql, None, q.columns, q.inputs
     else:
         q = draw(join_query())
-        if q.cql.startswith(("Istream", "Dstream", "Rstream")) or "stream(" in q.cql.split(
-            " FROM "
-        )[0]:
+        if (
+            q.cql.startswith(("Istream", "Dstream", "Rstream"))
+            or "stream(" in q.cql.split(" FROM ")[0]
+        ):
             return q
         inner, items, cols, inputs = q.cql, None, q.columns, q.inputs
     op = draw(st.sampled_from(["Istream", "Dstream", "Rstream"]))
     if items is not None and items != "*" and draw(st.booleans()):
-        head, rest = inner[: inner.index(items)], inner[inner.index(items) + len(items):]
+        head, rest = inner[: inner.index(items)], inner[inner.index(items) + len(items) :]
         return Q(f"{head}{op}({items}){rest}", cols, inputs, True)
     return Q(f"{op}({inner})", cols, inputs, True)
 
@@ -788,8 +810,14 @@ def r2s_query(draw: Any) -> Q:
 def mixed_query(draw: Any) -> Q:
     family = draw(st.integers(0, 5))
     return draw(
-        [window_query(), join_query(), aggregate_query(), setop_query(), subquery_query(),
-         r2s_query()][family]
+        [
+            window_query(),
+            join_query(),
+            aggregate_query(),
+            setop_query(),
+            subquery_query(),
+            r2s_query(),
+        ][family]
     )
 
 
@@ -823,6 +851,10 @@ def setop_queries() -> st.SearchStrategy:
 
 def subquery_queries() -> st.SearchStrategy:
     return queries_of(subquery_query())
+
+
+def correlated_aggregate_queries() -> st.SearchStrategy:
+    return queries_of(subquery_query(corr_agg=True))
 
 
 def r2s_queries() -> st.SearchStrategy:
@@ -873,13 +905,13 @@ def _view_pipeline(draw: Any) -> list[tuple]:
         elif j == 1 and _of(refs, "int"):  # joined with a stream on an int column
             s = draw(stream_from("S", kinds=SMALL))
             allrefs = refs + s.refs()
-            items, types = draw(select_items(allrefs, star=False))
+            items, _ = draw(select_items(allrefs, star=False))
             cond = f"{_of(refs, 'int')[0]} = S.a"
             text = _select(items, [vf, s], cond)
             text, is_stream = draw(wrap(text, items, vf.is_stream_read))
             q = Q(text, [], {"S"}, is_stream)
         else:
-            items, types = draw(select_items(refs))
+            items, _ = draw(select_items(refs))
             where = draw(bool_expr(refs, 1)) if draw(st.booleans()) else None
             text = _select(items, [vf], where)
             text, is_stream = draw(wrap(text, items, vf.is_stream_read))
@@ -900,9 +932,9 @@ def cases(draw: Any, family: QueryFamily) -> Case:
     queries = draw(family())
     used: set[str] = set().union(*(q[3] for q in queries))
     used.add("S")
-    if draw(st.integers(0, 3)) == 0:
+    if rare(draw, 3):
         used.add("T")
-    if draw(st.integers(0, 4)) == 0:
+    if rare(draw, 4):
         used.add("R")
     nulls = draw(st.booleans())
     pipeline: dict[str, Any] = {"time_unit": "ms", "streams": {}, "relations": {}}
@@ -917,7 +949,5 @@ def cases(draw: Any, family: QueryFamily) -> Case:
             data[name] = draw(relation_data(name, nulls))
         else:
             data[name] = draw(stream_data(name, nulls))
-    pipeline["queries"] = {
-        name: {"cql": cql, "sink": sink} for name, cql, sink, _ in queries
-    }
+    pipeline["queries"] = {name: {"cql": cql, "sink": sink} for name, cql, sink, _ in queries}
     return Case(pipeline, data)

@@ -298,7 +298,7 @@ class Env:
 def _last(indices: list[int], n: int | None) -> list[int]:
     if n is None:
         return indices
-    return indices[len(indices) - n :] if n > 0 else []
+    return indices[max(len(indices) - n, 0) :] if n > 0 else []
 
 
 def _column_index(columns: Sequence[tuple[str, str]], name: str) -> int:
