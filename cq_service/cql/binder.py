@@ -107,6 +107,8 @@ class _Result:
     from_width: int = 0
     from_op: LogicalOp | None = None  # the FROM+WHERE plan, for correlated subqueries
     value: BExpr | None = None  # the single select expression, for correlated subqueries
+    # A decorrelated aggregate subquery: (outer key exprs, right key exprs, value when empty).
+    decorrelated: tuple | None = None
 
 
 @dataclass
@@ -255,6 +257,8 @@ class _QueryBinder:
         is_agg = bool(sel.group_by) or sel.having is not None or any(
             _has_aggregate(i.expr) for i in sel.items
         )
+        if is_agg and correlation and not marks:
+            return self._decorrelated(sel, scope, plan, correlation)
         if is_agg:
             plan, names = self._aggregate(sel, scope, plan)
         else:
@@ -438,6 +442,23 @@ class _QueryBinder:
         res = self.query(sub, outer=scope, as_relation=True)
         if res.op.is_stream:
             raise CQLError("a subquery used in a condition must be a relation", node.span)
+        if res.decorrelated is not None:
+            if not isinstance(node, ast.ScalarSubquery):
+                raise CQLError(
+                    "a correlated subquery with aggregation is supported as a scalar value only",
+                    node.span,
+                )
+            outer_keys, right_keys, default = res.decorrelated
+            mtype = res.op.schema[0].type
+            mark = Field(f"_mark{index}", mtype)
+            right_op = res.op
+            lkeys = tuple(_outer_to_col(k) for k in outer_keys)
+            return _Mark(
+                ColRef(index, mtype, mark.name),
+                lambda left: MarkJoin(
+                    left, right_op, "scalar", mark, None, None, lkeys, right_keys, None, default, node.span
+                ),
+            )
         correlated = bool(res.correlation)
         if isinstance(node, ast.Exists):
             mode, probe, op_name, mtype = "exists", None, None, T.BOOL
@@ -464,7 +485,9 @@ class _QueryBinder:
             expr = ref
         if not correlated:
             right = res.op
-            return _Mark(expr, lambda left: MarkJoin(left, right, mode, mark, probe, op_name, span=node.span))
+            return _Mark(
+                expr, lambda left: MarkJoin(left, right, mode, mark, probe, op_name, span=node.span)
+            )
         # Correlated: the right side is the subquery's FROM+WHERE row, with its value first.
         if res.from_op is None or (mode != "exists" and res.value is None):
             raise CQLError("this correlated subquery is not supported", node.span)
@@ -494,7 +517,7 @@ class _QueryBinder:
             if rest:
                 corr = _and_all([_to_pair_row(c, lw) for c in rest])
             return MarkJoin(
-                left, right, mode, mark, probe, op_name, tuple(lkeys), tuple(rkeys), corr, node.span
+                left, right, mode, mark, probe, op_name, tuple(lkeys), tuple(rkeys), corr, span=node.span
             )
 
         del outer_width
@@ -502,9 +525,57 @@ class _QueryBinder:
 
     # -- aggregation and projection ----------------------------------------------------------
 
-    def _aggregate(self, sel: ast.Select, scope: Scope, plan: LogicalOp) -> tuple[LogicalOp, list[OutputName]]:
+    def _decorrelated(
+        self, sel: ast.Select, scope: Scope, plan: LogicalOp, correlation: list[BExpr]
+    ) -> _Result:
+        """A correlated aggregate subquery ``(SELECT agg(…) FROM … WHERE inner = outer AND …)``
+        as a grouped aggregate keyed by the inner side of the correlation equalities; the mark
+        join looks a row's group up by its outer values (an absent group is the aggregate of
+        nothing: COUNT 0, the others NULL)."""
+        pairs = [_correlation_key(c) for c in correlation]
+        if sel.group_by or sel.having is not None or len(sel.items) != 1 or None in pairs:
+            raise CQLError(
+                "a correlated subquery with aggregation is supported only as a single aggregate "
+                "expression, correlated by equalities, without GROUP BY or HAVING",
+                sel.span,
+            )
+        inner = [p[1] for p in pairs]  # type: ignore[index]
+        outer = [p[0] for p in pairs]  # type: ignore[index]
+        proj, names = self._aggregate(sel, scope, plan, inner)
+        assert isinstance(proj, Project)
+        value = proj.exprs[0]
+        nkeys = len(inner)
+        agg_op = proj.input
+        while not isinstance(agg_op, Aggregate):
+            agg_op = agg_op.input  # type: ignore[union-attr]
+        calls = agg_op.aggs
+
+        def empty(c: BExpr) -> BExpr | None:
+            if isinstance(c, ColRef) and c.index >= nkeys:
+                call = calls[c.index - nkeys]
+                return Const(0 if call.fn == "count" else None, c.type)
+            return None
+
+        default = map_columns(value, empty)
+        right = Project(
+            proj.input,
+            (value, *(ColRef(i, k.type) for i, k in enumerate(inner))),
+            (Field("_value", value.type), *(Field(f"_k{i}", k.type) for i, k in enumerate(inner))),
+            sel.span,
+        )
+        res = _Result(right, names)
+        res.decorrelated = (tuple(outer), tuple(ColRef(1 + i, k.type) for i, k in enumerate(inner)), default)
+        return res
+
+    def _aggregate(
+        self,
+        sel: ast.Select,
+        scope: Scope,
+        plan: LogicalOp,
+        extra_keys: list[BExpr] | None = None,
+    ) -> tuple[LogicalOp, list[OutputName]]:
         base = ExprBinder(scope, where="in GROUP BY")
-        keys = [base.bind(g) for g in sel.group_by]
+        keys = list(extra_keys or []) + [base.bind(g) for g in sel.group_by]
         for k, g in zip(keys, sel.group_by):
             if contains_outer(k):
                 raise CQLError("GROUP BY may not reference an enclosing query", g.span)

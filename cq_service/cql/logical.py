@@ -271,8 +271,8 @@ class MarkJoin:
     - ``exists``: TRUE if any such r, else FALSE;
     - ``any`` / ``all``: the three-valued OR / AND of ``compare(probe(l), r[0])`` with `op`
       (``x IN (subq)`` is ``any`` with ``=``; ``NOT IN`` is NOT of that);
-    - ``scalar``: r[0] of the single such r; NULL when there is none (more than one is an
-      error reported at run time and yields NULL).
+    - ``scalar``: r[0] of the single such r; `default` (NULL when absent) when there is none
+      (more than one is an error reported at run time and yields NULL).
     The output schema is the left schema plus `mark`.
     """
 
@@ -285,6 +285,7 @@ class MarkJoin:
     left_keys: tuple[BExpr, ...] = ()
     right_keys: tuple[BExpr, ...] = ()
     correlation: BExpr | None = None
+    default: BExpr | None = None
     span: Span = field(default=NO_SPAN, compare=False)
 
     @property

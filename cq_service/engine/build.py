@@ -125,6 +125,7 @@ def _mark_join(op: L.MarkJoin, name, ins, out, **_) -> Operator:
         left_keys=op.left_keys,
         right_keys=op.right_keys,
         correlation=op.correlation,
+        default=op.default,
     )
 
 

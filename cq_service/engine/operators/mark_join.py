@@ -43,9 +43,13 @@ class MarkJoin(MultiInputOperator):
         left_keys: tuple[BExpr, ...],
         right_keys: tuple[BExpr, ...],
         correlation: BExpr | None,
+        default: BExpr | None = None,
     ):
         super().__init__(name, inputs, output)
         self.mode = mode
+        self._default = None
+        if default is not None:
+            self._default = compile_expr(default)([], 1).to_pylist()[0]
         self.left_types = list(left_types)
         self.right_types = list(right_types)
         self._keys = ([compile_expr(e) for e in left_keys], [compile_expr(e) for e in right_keys])
@@ -151,7 +155,7 @@ class MarkJoin(MultiInputOperator):
 
     def _compute(self, lrows: list[tuple], group: Counter | None) -> list[object]:
         nl = len(lrows)
-        empty = {"exists": False, "any": False, "all": True, "scalar": None}[self.mode]
+        empty = {"exists": False, "any": False, "all": True, "scalar": self._default}[self.mode]
         if not group:
             return [empty] * nl
         if self.mode == "exists" and self._corr is None:
@@ -184,7 +188,7 @@ class MarkJoin(MultiInputOperator):
             out: list[object] = []
             for k in range(nl):
                 if mult[k] == 0:
-                    out.append(None)
+                    out.append(self._default)
                 elif mult[k] == 1:
                     out.append(values[first[k]])
                 else:
