@@ -6,6 +6,7 @@ Exit status: 0 on success, 2 on invalid input, 1 on failure.
 from __future__ import annotations
 
 import sys
+import traceback
 from pathlib import Path
 
 import typer
@@ -84,6 +85,9 @@ def run(
         report = run_pipeline(compiled, policy=policy, batch_rows=batch_rows)
     except CQError as e:
         typer.echo(f"error: {e.render()}", err=True)
+        raise typer.Exit(1) from None
+    except Exception:  # the command's boundary: report, never hide
+        typer.echo(f"internal error while running {file}:\n{traceback.format_exc()}", err=True)
         raise typer.Exit(1) from None
     for name, counts in report.sources.items():
         if counts["late"] or counts["malformed"]:
