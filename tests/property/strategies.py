@@ -476,7 +476,8 @@ def join_query(draw: Any) -> Q:
     refs = [r for f in froms for r in f.refs()]
     conds = [f"{froms[0].alias}.a = {f.alias}.a" for f in froms[1:]]
     style = draw(st.integers(0, 3))
-    if style == 3 and all(f.text.endswith("]") or f.inputs == {"R"} for f in froms):
+    bounded = all(f.inputs == {"R"} or ("[" in f.text and "Unbounded" not in f.text) for f in froms)
+    if style >= 2 and bounded:
         conds = []  # a cross join of bounded windows
     extra = draw(bool_expr(refs, 1)) if draw(st.booleans()) else None
     items, types = draw(select_items(refs, max_size=4))
@@ -547,7 +548,7 @@ def aggregate_query(draw: Any, froms: list[From] | None = None, wrapped: bool = 
     conds = [f"{froms[0].alias}.a = {f.alias}.a" for f in froms[1:]]
     if rare(draw, 2):
         conds.append(draw(bool_expr(refs, 1)))
-    nkeys = draw(st.integers(0, 2))
+    nkeys = draw(st.integers(0, min(2, len(refs))))
     key_cols = draw(
         st.lists(st.sampled_from([r for r, _ in refs]), min_size=nkeys, max_size=nkeys, unique=True)
     )
@@ -945,6 +946,8 @@ def cases(draw: Any, family: QueryFamily) -> Case:
         fmt = draw(st.sampled_from(["jsonl", "csv"]))
         section = "relations" if name in RELATIONS else "streams"
         pipeline[section][name] = {"schema": dict(SCHEMAS[name]), "format": fmt}
+        if name == "T" and rare(draw, 5):  # timestamped by arrival order (0, 1, 2, …)
+            pipeline[section][name]["timestamp"] = None
         if name in RELATIONS:
             data[name] = draw(relation_data(name, nulls))
         else:
