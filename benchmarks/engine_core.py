@@ -41,9 +41,11 @@ PIPELINES = {
 
 
 def make_data(n: int) -> tuple[Path, Path]:
-    """`n` events at 10 k events per simulated second, and a second stream of n/10 events."""
+    """`n` events, 10 per millisecond, and a second stream of n/10 events, 1 per millisecond.
+    Join keys are drawn from 10 000 values, so a [Range 5 s] window of the second stream holds
+    about half a match per key and each new event of it meets about 5 in the first."""
     DATA.mkdir(exist_ok=True)
-    events, others = DATA / f"events-{n}.parquet", DATA / f"others-{n}.parquet"
+    events, others = DATA / f"events-v2-{n}.parquet", DATA / f"others-v2-{n}.parquet"
     rng = np.random.default_rng(42)
     if not events.exists():
         ts = np.arange(n, dtype=np.int64) // 10  # ms: 10 events per ms
@@ -52,7 +54,7 @@ def make_data(n: int) -> tuple[Path, Path]:
                 "ts": ts,
                 "id": np.arange(n, dtype=np.int64),
                 "kind": rng.integers(0, 100, n),
-                "key": rng.integers(0, 1_000_000, n),
+                "key": rng.integers(0, 10_000, n),
                 "price": rng.integers(0, 1000, n),
             }
         )
@@ -63,7 +65,7 @@ def make_data(n: int) -> tuple[Path, Path]:
             {
                 "ts": np.arange(m, dtype=np.int64),
                 "id": np.arange(m, dtype=np.int64),
-                "key": rng.integers(0, 1_000_000, m),
+                "key": rng.integers(0, 10_000, m),
             }
         )
         pq.write_table(table, others, row_group_size=1 << 20)
