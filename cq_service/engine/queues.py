@@ -65,6 +65,10 @@ class Queue:
             self._release()
         return item
 
+    def _peek(self, reader: int) -> Item | None:
+        k = self._cursors[reader] - self._base
+        return self._items[k] if k < len(self._items) else None
+
     def _pending(self, reader: int) -> int:
         return self._base + len(self._items) - self._cursors[reader]
 
@@ -92,6 +96,10 @@ class QueueReader:
 
     def get(self) -> Item | None:
         return self.queue._get(self.index)
+
+    def peek(self) -> Item | None:
+        """The next item, without reading it."""
+        return self.queue._peek(self.index)
 
     def pending(self) -> int:
         """Items not yet read by this reader."""

@@ -86,7 +86,9 @@ class UnaryOperator(Operator):
     def run(self, budget: int) -> int:
         work = 0
         reader = self.inputs[0]
-        while work < budget:
+        while True:
+            if work >= budget and not isinstance(reader.peek(), Heartbeat):
+                break  # heartbeats right behind the last batch are always taken: they are free
             item = reader.get()
             if item is None:
                 break
@@ -118,20 +120,30 @@ class MultiInputOperator(Operator):
         return sum(len(b) for buf in self._buffers for b in buf)
 
     def run(self, budget: int) -> int:
+        """Read the inputs in turn, a batch at a time, releasing whatever the heartbeats allow
+        as soon as they allow it."""
         work = 0
-        for port, reader in enumerate(self.inputs):
-            while work < budget:
+        took = [False] * len(self.inputs)  # every input gets at least one batch per run
+        progress = True
+        while progress:
+            progress = False
+            for port, reader in enumerate(self.inputs):
+                nxt = reader.peek()
+                if nxt is None:
+                    continue
+                if not isinstance(nxt, Heartbeat) and work >= budget and took[port]:
+                    continue
                 item = reader.get()
-                if item is None:
-                    break
+                progress = True
                 if isinstance(item, Heartbeat):
                     self._port_heartbeats[port] = max(self._port_heartbeats[port], item.ts)
                     work += 1
+                    self._release()
                 else:
+                    took[port] = True
                     self.rows_in += len(item)
                     self._buffers[port].append(item)
                     work += max(1, len(item))
-        self._release()
         return work
 
     def _release(self) -> None:

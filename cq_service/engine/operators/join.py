@@ -42,7 +42,7 @@ class _Side:
         self.columns: list[pa.Array] | None = None
         self.keys: list[pa.Array] = []
         self.w = np.empty(0, np.int64)
-        self.has_retractions = False
+        self._retractions = 0  # retracting rows appended since the last consolidation
 
     def __len__(self) -> int:
         return len(self.w)
@@ -59,8 +59,12 @@ class _Side:
             self.columns = [pa.concat_arrays([a, b]) for a, b in zip(self.columns, cols)]
             self.keys = [pa.concat_arrays([a, b]) for a, b in zip(self.keys, keys)]
             self.w = np.concatenate([self.w, w])
-        if (w < 0).any():
+        self._retractions += int((w < 0).sum())
+        # Consolidating costs a pass over the synopsis, so it waits until retractions are a good
+        # part of it; until then they stay as rows of negative weight (joins stay exact).
+        if self._retractions and self._retractions * 4 >= len(self.w):
             self._consolidate()
+            self._retractions = 0
 
     def _consolidate(self) -> None:
         """Net weight per distinct row; rows whose weight is zero leave the synopsis."""
@@ -126,11 +130,32 @@ class Join(MultiInputOperator):
             return [pa.array(np.zeros(n, np.int8))]  # cross product: one shared key
         return [ev(batch.columns, n) for ev in self._key_ev[port]]
 
+    # Deltas are joined in time slices of about this many elements: ΔL ⋈ ΔR holds every pair
+    # of elements within a slice, including pairs that cancel (an element and its expiry), so it
+    # grows with the square of the slice.
+    SLICE_ROWS = 16_384
+
     def on_aligned(self, ready: list[Batch | None]) -> None:
         dl, dr = ready
         ticks = merge_ticks(*(b.ticks for b in ready if b is not None))
         dl = dl if dl is not None and len(dl) else None
         dr = dr if dr is not None and len(dr) else None
+        n = (len(dl) if dl is not None else 0) + (len(dr) if dr is not None else 0)
+        if n <= self.SLICE_ROWS or dl is None or dr is None:
+            self._step(dl, dr, ticks)
+            return
+        # Cut both deltas at the same instants, so that every slice is complete in time.
+        merged = np.sort(np.concatenate([dl.ts, dr.ts]), kind="stable")
+        cuts = np.unique(merged[self.SLICE_ROWS - 1 :: self.SLICE_ROWS])
+        for t in cuts.tolist():
+            head_l, dl = dl.split_at_time(t)
+            head_r, dr = dr.split_at_time(t)
+            k = int(np.searchsorted(ticks, t, side="right"))
+            head_ticks, ticks = ticks[:k], ticks[k:]
+            self._step(head_l if len(head_l) else None, head_r if len(head_r) else None, head_ticks)
+        self._step(dl if len(dl) else None, dr if len(dr) else None, ticks)
+
+    def _step(self, dl: Batch | None, dr: Batch | None, ticks: np.ndarray) -> None:
         left, right = self._sides
         parts: list[Batch] = []
         lk = self._keys(0, dl) if dl is not None else None
