@@ -13,6 +13,7 @@ aggregates read them; every other operator just passes them on.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -32,6 +33,8 @@ def merge_ticks(*ticks: np.ndarray) -> np.ndarray:
         return EMPTY_TICKS
     if len(parts) == 1:
         return parts[0]
+    if all(a[-1] < b[0] for a, b in itertools.pairwise(parts)):
+        return np.concatenate(parts)  # consecutive batches of one queue: already in order
     return np.unique(np.concatenate(parts))
 
 

@@ -41,8 +41,12 @@ class Operator(ABC):
 
     # -- executor-facing ----------------------------------------------------------------------
 
+    # Backpressure: an operator whose output queue holds this many rows waits until its
+    # readers catch up, so queues stay bounded whatever the relative speeds.
+    high_water = 262_144
+
     def runnable(self) -> bool:
-        return any(r.pending() for r in self.inputs)
+        return self.output.rows < self.high_water and any(r.pending() for r in self.inputs)
 
     @abstractmethod
     def run(self, budget: int) -> int:
@@ -151,14 +155,24 @@ class MultiInputOperator(Operator):
         if upto <= self.watermark:
             return
         ready: list[Batch | None] = []
-        for port, buf in enumerate(self._buffers):
-            if not buf:
-                ready.append(None)
-                continue
-            whole = Batch.concat(buf)
-            head, tail = whole.split_at_time(upto)
-            self._buffers[port] = [tail] if len(tail) or len(tail.ticks) else []
-            ready.append(head if len(head) or len(head.ticks) else None)
+        for buf in self._buffers:
+            done: list[Batch] = []
+            k = 0
+            while k < len(buf):  # whole batches first; split only the one straddling `upto`
+                b = buf[k]
+                last = max(int(b.ts[-1]) if len(b) else NEVER, int(b.ticks[-1]) if len(b.ticks) else NEVER)
+                if last <= upto:
+                    done.append(b)
+                    k += 1
+                    continue
+                head, tail = b.split_at_time(upto)
+                if len(head) or len(head.ticks):
+                    done.append(head)
+                buf[k] = tail
+                break
+            del buf[:k]
+            head = Batch.concat(done) if done else None
+            ready.append(head if head is not None and (len(head) or len(head.ticks)) else None)
         self.on_aligned(ready)
         self.on_heartbeat(upto)
         self.emit_heartbeat(upto)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from cq_service.engine.batch import Batch
 from cq_service.engine.consolidate import consolidate, expand
@@ -35,14 +37,42 @@ class RelationToStream(UnaryOperator):
         if done is None:
             return
         if self.sign > 0 and bool((done.w > 0).all()):
-            net = done  # nothing to cancel
-        else:
-            net = consolidate(done)
-            keep = net.w * self.sign > 0
-            if not keep.all():
-                net = net.filter(keep)
-            net = Batch(net.columns, net.ts, np.abs(net.w), net.ticks)
-        self.emit(expand(net))
+            self.emit(expand(done))  # nothing to cancel
+            return
+        # Only elements that may cancel need consolidating: those whose (instant, first int
+        # column) also occurs with the other sign. The rest pass as they are.
+        wanted = done.w * self.sign > 0
+        maybe = _may_cancel(done)
+        sure = done.filter(wanted & ~maybe)
+        sure = Batch(sure.columns, sure.ts, np.abs(sure.w), sure.ticks)
+        net = consolidate(done.filter(maybe))
+        keep = net.w * self.sign > 0
+        net = net.filter(keep) if not keep.all() else net
+        net = Batch(net.columns, net.ts, np.abs(net.w), net.ticks)
+        out = Batch.concat([sure, net]).with_ticks(done.ticks) if len(net) else sure
+        if len(out) > 1 and not bool((out.ts[1:] >= out.ts[:-1]).all()):
+            out = out.take(np.argsort(out.ts, kind="stable"))
+        self.emit(expand(out))
+
+
+def _may_cancel(batch: Batch) -> np.ndarray:
+    """True for elements that might cancel with an element of the other sign at the same
+    instant (a superset: everything, when no int column can narrow it down)."""
+    pos = batch.w > 0
+    if pos.all() or not pos.any():
+        return np.zeros(len(batch), dtype=bool)
+    key = batch.ts.copy()
+    for col in batch.columns:
+        if pa.types.is_integer(col.type):
+            vals = col.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+            with np.errstate(over="ignore"):
+                key = key * np.int64(1_000_003) + vals
+            break
+    out = np.empty(len(key), dtype=bool)
+    for side in (pos, ~pos):
+        hits = pc.is_in(pa.array(key[side]), value_set=pa.array(key[~side]))
+        out[side] = hits.to_numpy(zero_copy_only=False)
+    return out
 
 
 class Istream(RelationToStream):

@@ -53,6 +53,8 @@ class _Side:
         return sum(c.nbytes for c in self.columns) + sum(k.nbytes for k in self.keys) + self.w.nbytes
 
     def add(self, cols: list[pa.Array], keys: list[pa.Array], w: np.ndarray) -> None:
+        if self._expire_oldest(cols, keys, w):
+            return
         if self.columns is None or len(self.w) == 0:
             self.columns, self.keys, self.w = list(cols), list(keys), w
         else:
@@ -65,6 +67,31 @@ class _Side:
         if self._retractions and self._retractions * 4 >= len(self.w):
             self._consolidate()
             self._retractions = 0
+
+    def _expire_oldest(self, cols: list[pa.Array], keys: list[pa.Array], w: np.ndarray) -> bool:
+        """The common case of a window's input: insertions, and retractions of the oldest rows
+        in insertion order. Then the synopsis is a FIFO: drop the retracted rows from its
+        front, no pass over it needed. Returns False (nothing done) in any other case."""
+        if self.columns is None or self._retractions or not bool((np.abs(w) == 1).all()):
+            return False
+        minus = np.flatnonzero(w < 0)
+        if len(minus) == 0 or not bool((self.w == 1).all()):
+            return False
+        plus = np.flatnonzero(w > 0)
+        pi, mi = pa.array(plus), pa.array(minus)
+        live = [pa.concat_arrays([a, b.take(pi)]) for a, b in zip(self.columns, cols)]
+        k = len(minus)
+        if not live or k > len(live[0]):
+            return False
+        for col, new in zip(live, cols):
+            head, gone = col.slice(0, k), new.take(mi)
+            same = pc.or_kleene(pc.equal(head, gone), pc.and_(head.is_null(), gone.is_null()))
+            if not pc.all(same.fill_null(False)).as_py():
+                return False
+        self.columns = [c.slice(k) for c in live]
+        self.keys = [pa.concat_arrays([a, b.take(pi)]).slice(k) for a, b in zip(self.keys, keys)]
+        self.w = np.ones(len(self.columns[0]), np.int64)
+        return True
 
     def _consolidate(self) -> None:
         """Net weight per distinct row; rows whose weight is zero leave the synopsis."""
@@ -94,7 +121,7 @@ def _match(a_keys: list[pa.Array], b_keys: list[pa.Array]) -> tuple[np.ndarray, 
     j = a.join(b, keys=knames, join_type="inner", use_threads=False)
     i_idx = j.column("__i").to_numpy().astype(np.int64)
     j_idx = j.column("__j").to_numpy().astype(np.int64)
-    order = np.lexsort((j_idx, i_idx))  # hash-join order is arbitrary; make it reproducible
+    order = np.argsort(i_idx * nb + j_idx)  # hash-join order is arbitrary; make it reproducible
     return i_idx[order], j_idx[order]
 
 

@@ -67,7 +67,7 @@ class SourceOperator(Operator):
         return f"{'relation' if self.is_relation else 'stream'} source {self.name}"
 
     def runnable(self) -> bool:
-        return not self.exhausted
+        return not self.exhausted and self.output.rows < self.high_water
 
     def state_size(self) -> tuple[int, int]:
         rows = self.reorder.rows + (len(self._relation) if self._relation is not None else 0)
