@@ -155,24 +155,17 @@ class MultiInputOperator(Operator):
         if upto <= self.watermark:
             return
         ready: list[Batch | None] = []
-        for buf in self._buffers:
+        for port, buf in enumerate(self._buffers):
             done: list[Batch] = []
-            k = 0
-            while k < len(buf):  # whole batches first; split only the one straddling `upto`
-                b = buf[k]
-                last = max(int(b.ts[-1]) if len(b) else NEVER, int(b.ticks[-1]) if len(b.ticks) else NEVER)
-                if last <= upto:
-                    done.append(b)
-                    k += 1
-                    continue
+            rest: list[Batch] = []
+            for b in buf:  # ticks need not follow element order across batches: split each
                 head, tail = b.split_at_time(upto)
                 if len(head) or len(head.ticks):
                     done.append(head)
-                buf[k] = tail
-                break
-            del buf[:k]
-            head = Batch.concat(done) if done else None
-            ready.append(head if head is not None and (len(head) or len(head.ticks)) else None)
+                if len(tail) or len(tail.ticks):
+                    rest.append(tail)
+            self._buffers[port] = rest
+            ready.append(Batch.concat(done) if done else None)
         self.on_aligned(ready)
         self.on_heartbeat(upto)
         self.emit_heartbeat(upto)
@@ -192,7 +185,6 @@ class MultiInputOperator(Operator):
         if len(parts) == 1:
             self.on_run(*parts[0])
             return
-        # Ticks are delivered with the first run; they only need to precede the heartbeat.
         ticks = merge_ticks(*(b.ticks for _, b in parts))
         pos = [0] * len(parts)
         first = True
@@ -212,9 +204,12 @@ class MultiInputOperator(Operator):
                 side = "right" if k < j else "left"
                 stop = min(stop, pos[k] + int(np.searchsorted(b.ts[pos[k]:], nxt, side=side)))
             stop = max(stop, pos[k] + 1)
-            run = b.slice(pos[k], stop).with_ticks(ticks if first else b.ticks[:0])
+            start, pos[k] = pos[k], stop
+            # Each run carries the ticks up to its last element; the final run all the rest.
+            final = all(pos[j] == len(parts[j][1]) for j in range(len(parts)))
+            cut = len(ticks) if final else int(np.searchsorted(ticks, b.ts[stop - 1], side="right"))
+            run_ticks, ticks = ticks[:cut], ticks[cut:]
             first = False
-            pos[k] = stop
-            self.on_run(port, run)
+            self.on_run(port, b.slice(start, stop).with_ticks(run_ticks))
         if first:  # only ticks
             self.on_run(parts[0][0], parts[0][1].with_ticks(ticks))
