@@ -303,3 +303,14 @@ def test_stream_sink_writes_each_complete_instant_in_canonical_order():
     op.finish()
     assert w.lines[3:] == [(2, "+", N)]
     assert w.closed == 1
+
+
+def test_release_takes_every_buffered_element_when_an_earlier_batch_has_later_ticks():
+    """Regression: a batch whose ticks run ahead of its elements (ticks of a later instant)
+    must not hide the elements of the batches queued behind it."""
+    r = Run(lambda n, i, o: SetOperation(n, i, o, "except", False), ports=2)
+    r.feed(B((0, A), ticks=(34, 38)), B((0, Bb), (0, Bb, -1), (0, Bb)), port=0)
+    r.feed(B((0, A)), port=1)
+    r.feed(32, port=0).feed(32, port=1).go()
+    assert r.at(0) == Counter({Bb: 1})
+    assert r.at(32) == Counter({Bb: 1})
