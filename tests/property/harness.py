@@ -195,11 +195,21 @@ def _engine_entry() -> tuple[Any, Any]:
     return load_and_compile, run_pipeline
 
 
-def run_engine(path: Path) -> None:
+# Sources are read in chunks of this many records; small chunks exercise heartbeats, alignment
+# across inputs and expiries between batches. Chosen per case from its data, so a failing case
+# replays (and shrinks) with the same chunking.
+BATCH_ROWS = (65_536, 1, 2, 3, 7)
+
+
+def batch_rows_for(data: Mapping[str, Sequence[Mapping]]) -> int:
+    return BATCH_ROWS[sum(len(rows) for rows in data.values()) % len(BATCH_ROWS)]
+
+
+def run_engine(path: Path, batch_rows: int = 65_536) -> None:
     load_and_compile, run_pipeline = _engine_entry()
     with _time_limit(ENGINE_TIMEOUT_S):
         compiled = load_and_compile(path)
-        run_pipeline(compiled)
+        run_pipeline(compiled, batch_rows=batch_rows)
 
 
 def read_sink(path: Path, columns: Sequence[str] | None) -> tuple[list[Element], list[str], str]:
@@ -242,14 +252,15 @@ def run_both(
 ) -> tuple[Outputs, Outputs]:
     """Run the pipeline through the engine and the reference: ({query: elements}, same)."""
     path = write_pipeline(tmp_path, pipeline, data)
-    text = render_case(path)
+    rows = batch_rows_for(data)
+    text = render_case(path) + f"\n(engine run with batch_rows={rows})\n"
     ref = pipeline_outputs(path)
     reference_out = Outputs(pipeline_text=text)
     for name, out in ref.items():
         reference_out[name] = sorted(out.elements, key=element_key)
         reference_out.columns[name] = list(out.columns)
     try:
-        run_engine(path)
+        run_engine(path, rows)
     except Exception as e:  # a crash or a refusal is a failure of the engine, with context
         raise AssertionError(
             f"the engine failed: {type(e).__name__}: {e}\n\n{text}\n"
