@@ -130,6 +130,8 @@ def write_pipeline(
             if ts_field is not None:
                 entry["timestamp"] = ts_field
             entry["source"] = {"type": "file", "path": rel, "format": fmt}
+            if "max_delay" in spec:
+                entry["max_delay"] = spec["max_delay"]
             doc[section][name] = entry
             fields = ([ts_field] if ts_field is not None else []) + list(spec["schema"])
             if section == "relations":

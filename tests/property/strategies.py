@@ -131,6 +131,20 @@ def stream_data(draw: Any, name: str, nulls: bool) -> list[dict[str, Any]]:
 
 
 @st.composite
+def disordered(draw: Any, rows: list[dict[str, Any]], delay: int) -> list[dict[str, Any]]:
+    """`rows` (in timestamp order) with some arrivals moved earlier, within `delay` of the
+    latest timestamp before them or beyond it (late elements, which the pipeline drops)."""
+    out = [dict(r) for r in rows]
+    for _ in range(draw(st.integers(0, 3))):
+        if len(out) < 2:
+            break
+        i = draw(st.integers(1, len(out) - 1))
+        latest = max(r["ts"] for r in out[:i])
+        out[i]["ts"] = max(0, latest - draw(st.integers(0, delay + 2)))
+    return out
+
+
+@st.composite
 def relation_data(draw: Any, name: str, nulls: bool) -> list[dict[str, Any]]:
     """Inserts and deletes; a delete always removes a tuple that is there."""
     n = draw(st.integers(0, MAX_ELEMENTS))
@@ -952,5 +966,9 @@ def cases(draw: Any, family: QueryFamily) -> Case:
             data[name] = draw(relation_data(name, nulls))
         else:
             data[name] = draw(stream_data(name, nulls))
+            if name == "S" and rare(draw, 4):  # out of order within max_delay, some too late
+                delay = draw(st.sampled_from([0, 2, 5]))
+                pipeline[section][name]["max_delay"] = delay
+                data[name] = draw(disordered(data[name], delay))
     pipeline["queries"] = {name: {"cql": cql, "sink": sink} for name, cql, sink, _ in queries}
     return Case(pipeline, data)
