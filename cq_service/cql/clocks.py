@@ -22,19 +22,10 @@ from cq_service.cql.logical import (
     SetOperation,
     Source,
     View,
+    children,
 )
 
 __all__ = ["add_query_clocks", "query_inputs"]
-
-
-def _children(op: LogicalOp) -> tuple[LogicalOp, ...]:
-    if isinstance(op, Source | View):
-        return ()
-    if isinstance(op, Join | MarkJoin | SetOperation):
-        return (op.left, op.right)
-    if isinstance(op, Clock):
-        return op.inputs
-    return (op.input,)  # type: ignore[union-attr]
 
 
 def query_inputs(op: LogicalOp) -> tuple[LogicalOp, ...]:
@@ -46,7 +37,7 @@ def query_inputs(op: LogicalOp) -> tuple[LogicalOp, ...]:
             if o not in seen:
                 seen.append(o)
             return
-        for c in _children(o):
+        for c in children(o):
             visit(c)
 
     visit(op)

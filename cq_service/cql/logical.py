@@ -41,6 +41,7 @@ __all__ = [
     "View",
     "WindowOp",
     "WindowSpec",
+    "children",
 ]
 
 NO_SPAN = Span()
@@ -403,3 +404,16 @@ LogicalOp = (
     | SetOperation
     | RelToStream
 )
+
+
+def children(op: LogicalOp) -> tuple[LogicalOp, ...]:
+    """The inputs of a logical operator, in port order (a view's input is its query's plan)."""
+    if isinstance(op, Source):
+        return ()
+    if isinstance(op, Join | MarkJoin | SetOperation):
+        return (op.left, op.right)
+    if isinstance(op, Clock):
+        return op.inputs
+    if isinstance(op, Aggregate) and op.clock is not None:
+        return (op.input, op.clock)
+    return (op.input,)  # type: ignore[union-attr]

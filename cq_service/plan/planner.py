@@ -3,32 +3,11 @@
 from __future__ import annotations
 
 from cq_service.cql.binder import BoundQuery
-from cq_service.cql.logical import (
-    Aggregate,
-    Clock,
-    Join,
-    LogicalOp,
-    MarkJoin,
-    SetOperation,
-    Source,
-)
+from cq_service.cql.logical import LogicalOp, children
 from cq_service.plan.physical import PhysicalNode, PhysicalPlan, SinkNode
 from cq_service.spec.model import SinkSpec
 
-__all__ = ["children", "plan_queries"]
-
-
-def children(op: LogicalOp) -> tuple[LogicalOp, ...]:
-    """The inputs of a logical operator, in port order."""
-    if isinstance(op, Source):
-        return ()
-    if isinstance(op, Join | MarkJoin | SetOperation):
-        return (op.left, op.right)
-    if isinstance(op, Clock):
-        return op.inputs
-    if isinstance(op, Aggregate) and op.clock is not None:
-        return (op.input, op.clock)
-    return (op.input,)  # type: ignore[union-attr]
+__all__ = ["plan_queries"]
 
 
 def plan_queries(queries: list[tuple[BoundQuery, SinkSpec | None]]) -> PhysicalPlan:
