@@ -15,6 +15,7 @@ from cq_service.engine.batch import Batch
 from cq_service.engine.operators.aggregate import Aggregate
 from cq_service.engine.queues import Heartbeat, Queue
 from cq_service.types import DataType
+from tests.unit.engine.batches import make_batch
 
 INT, STR, FLT = DataType.INT, DataType.STRING, DataType.FLOAT
 IN_TYPES = [STR, INT, FLT]  # (g, x, f)
@@ -22,14 +23,7 @@ G, X, F = ColRef(0, STR), ColRef(1, INT), ColRef(2, FLT)
 
 
 def B(*elems: tuple, ticks: tuple[int, ...] = ()) -> Batch:
-    ts = [e[0] for e in elems]
-    return Batch.from_rows(
-        [e[1] for e in elems],
-        ts,
-        [e[2] if len(e) > 2 else 1 for e in elems],
-        IN_TYPES,
-        np.asarray(sorted(set(ts) | set(ticks)), dtype=np.int64),
-    )
+    return make_batch(IN_TYPES, elems, ticks)
 
 
 def agg(fn, arg=None, distinct=False) -> AggCall:

@@ -13,6 +13,7 @@ from cq_service.engine.batch import Batch
 from cq_service.engine.operators.mark_join import MarkJoin
 from cq_service.engine.queues import Heartbeat, Queue
 from cq_service.types import DataType
+from tests.unit.engine.batches import make_batch
 
 INT, STR, BOOL = DataType.INT, DataType.STRING, DataType.BOOL
 LT = [INT, STR]  # left: (x, s)
@@ -20,14 +21,7 @@ RT = [INT, INT]  # right: (v, k); the subquery's value is column 0
 
 
 def B(types, *elems: tuple) -> Batch:
-    ts = [e[0] for e in elems]
-    return Batch.from_rows(
-        [e[1] for e in elems],
-        ts,
-        [e[2] if len(e) > 2 else 1 for e in elems],
-        types,
-        np.asarray(sorted(set(ts)), dtype=np.int64),
-    )
+    return make_batch(types, elems)
 
 
 class MarkHarness:

@@ -19,6 +19,7 @@ from cq_service.engine.operators.sink import SinkOperator
 from cq_service.engine.operators.view import ViewBoundary
 from cq_service.engine.queues import Heartbeat, Queue
 from cq_service.types import DataType
+from tests.unit.engine.batches import make_batch
 
 INT, STR = DataType.INT, DataType.STRING
 TYPES = [INT, STR]
@@ -26,14 +27,7 @@ A, Bb, C, N = (1, "a"), (2, "b"), (3, "c"), (None, None)
 
 
 def B(*elems: tuple, ticks: tuple[int, ...] = ()) -> Batch:
-    ts = [e[0] for e in elems]
-    return Batch.from_rows(
-        [e[1] for e in elems],
-        ts,
-        [e[2] if len(e) > 2 else 1 for e in elems],
-        TYPES,
-        np.asarray(sorted(set(ts) | set(ticks)), dtype=np.int64),
-    )
+    return make_batch(TYPES, elems, ticks)
 
 
 class Run:
