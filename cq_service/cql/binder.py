@@ -11,6 +11,7 @@ filter; aggregation and HAVING; the projection; DISTINCT; the relation-to-stream
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cq_service.cql import ast
@@ -104,7 +105,6 @@ class _Result:
     names: list[OutputName]
     wants_istream: bool = False
     correlation: list[BExpr] = field(default_factory=list)  # conjuncts with OuterRefs
-    from_width: int = 0
     from_op: LogicalOp | None = None  # the FROM+WHERE plan, for correlated subqueries
     value: BExpr | None = None  # the single select expression, for correlated subqueries
     # A decorrelated aggregate subquery: (outer key exprs, right key exprs, value when empty).
@@ -278,7 +278,6 @@ class _QueryBinder:
             plan = RelToStream("istream", plan, sel.span)
 
         res = _Result(plan, names, wants_istream=wants_istream, correlation=correlation)
-        res.from_width = width
         res.from_op = from_op
         if not is_agg and len(sel.items) == 1 and not isinstance(sel.items[0].expr, ast.Star):
             res.value = plan.exprs[0] if isinstance(plan, Project) else None  # type: ignore[union-attr]
@@ -499,7 +498,6 @@ class _QueryBinder:
             (Field("_value", value.type), *inner_fields),
             node.span,
         )
-        outer_width = scope.width  # the left row starts with the outer FROM row
         lkeys: list[BExpr] = []
         rkeys: list[BExpr] = []
         rest: list[BExpr] = []
@@ -520,7 +518,6 @@ class _QueryBinder:
                 left, right, mode, mark, probe, op_name, tuple(lkeys), tuple(rkeys), corr, span=node.span
             )
 
-        del outer_width
         return _Mark(expr, build)
 
     # -- aggregation and projection ----------------------------------------------------------
@@ -684,7 +681,7 @@ class _QueryBinder:
             exprs.append(e)
             names.append(self._name_of(item, scope))
         for m in marks:
-            plan = m.build(plan)  # type: ignore[operator]
+            plan = m.build(plan)
         fields = tuple(Field(n.name, e.type, n.table) for n, e in zip(names, exprs))
         return Project(plan, tuple(exprs), fields, sel.span), names
 
@@ -708,14 +705,13 @@ class _QueryBinder:
         return OutputName("?column?", None, False)
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Mark:
-    ref: BExpr
-    build: object  # Callable[[LogicalOp], LogicalOp]
+    """A subquery in a condition: the expression that stands for it, and how to add its mark
+    join on top of the row it is evaluated over."""
 
-    def __init__(self, ref: BExpr, build):
-        self.ref = ref
-        self.build = build
+    ref: BExpr
+    build: Callable[[LogicalOp], LogicalOp]
 
 
 def _and_all(preds: list[BExpr]) -> BExpr:
