@@ -107,6 +107,35 @@ def run(
         typer.echo(render_stats(report), err=True)
 
 
+nexmark_app = typer.Typer(no_args_is_help=True, help="The NEXMark auction benchmark.")
+app.add_typer(nexmark_app, name="nexmark")
+
+
+@nexmark_app.command("generate")
+def nexmark_generate(
+    out: Path = typer.Option(Path("nexmark-data"), help="folder for person, auction, bid files"),
+    events: int = typer.Option(1_000_000, help="number of events (1 : 3 : 46)"),
+    seed: int = typer.Option(0, help="random seed: the same seed gives the same events"),
+    rate: float = typer.Option(10_000.0, help="events per second of event time"),
+    fmt: str = typer.Option("parquet", "--format", help="parquet, csv or jsonl"),
+) -> None:
+    """Generate NEXMark persons, auctions and bids (deterministic for a seed)."""
+    import time
+
+    from cq_service.io.nexmark import write
+
+    start = time.perf_counter()
+    try:
+        paths = write(out, events, fmt=fmt, seed=seed, rate=rate)
+    except ValueError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    secs = time.perf_counter() - start
+    typer.echo(f"{events:,} events in {secs:.2f} s ({events / max(secs, 1e-9):,.0f}/s):")
+    for kind, path in paths.items():
+        typer.echo(f"  {kind}: {path}")
+
+
 def main() -> None:
     try:
         app()
