@@ -20,18 +20,22 @@ import pyarrow.compute as pc
 
 from cq_service.types import DataType, arrow_type
 
-from ._arrays import broadcast, from_numpy, null_mask, per_distinct, values
+from ._arrays import (
+    BOOL,
+    FLOAT,
+    INT,
+    NULL,
+    STRING,
+    TIMESTAMP,
+    broadcast,
+    from_numpy,
+    null_mask,
+    per_distinct,
+    values,
+)
 
 __all__ = ["convert", "float_to_text", "to_text"]
 
-INT, FLOAT, STRING, BOOL, TIMESTAMP, NULL = (
-    DataType.INT,
-    DataType.FLOAT,
-    DataType.STRING,
-    DataType.BOOL,
-    DataType.TIMESTAMP,
-    DataType.NULL,
-)
 _SPACE = " \t\n\r\f\v"  # what PostgreSQL's input functions skip (C isspace)
 _I64_LIMIT = 2.0**63
 

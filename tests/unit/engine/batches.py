@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from cq_service.engine.batch import Batch
 from cq_service.types import DataType
 
-__all__ = ["make_batch"]
+__all__ = ["make_batch", "relation_at"]
 
 
 def make_batch(types: Sequence[DataType], elems: Sequence[tuple], ticks: Sequence[int] = ()) -> Batch:
@@ -23,3 +24,15 @@ def make_batch(types: Sequence[DataType], elems: Sequence[tuple], ticks: Sequenc
         types,
         np.asarray(sorted(set(ts) | set(ticks)), dtype=np.int64),
     )
+
+
+def relation_at(elements: Iterable[tuple[int, tuple, int]], t: int) -> Counter:
+    """The relation a delta stream describes at instant t: every (ts, row, weight) with
+    ts ≤ t applied. A negative multiplicity is a bug in the stream."""
+    c: Counter = Counter()
+    for ts, row, w in elements:
+        if ts <= t:
+            c[row] += w
+    assert all(v >= 0 for v in c.values()), (t, c)
+    return +c
+

@@ -15,7 +15,7 @@ from cq_service.engine.batch import Batch
 from cq_service.engine.operators.join import Join
 from cq_service.engine.queues import Heartbeat, Queue
 from cq_service.types import DataType
-from tests.unit.engine.batches import make_batch
+from tests.unit.engine.batches import make_batch, relation_at
 
 INT, STR, BOOL = DataType.INT, DataType.STRING, DataType.BOOL
 LT = [INT, STR]  # left: (k, s)
@@ -64,12 +64,7 @@ class TwoInputs:
             self.ticks.update(item.ticks.tolist())
 
     def at(self, t: int) -> Counter:
-        c: Counter = Counter()
-        for ts, row, w in self.elements:
-            if ts <= t:
-                c[row] += w
-        assert all(v >= 0 for v in c.values()), (t, c)
-        return +c
+        return relation_at(self.elements, t)
 
 
 def relation(elems, t) -> Counter:

@@ -19,7 +19,7 @@ from cq_service.engine.operators.sink import SinkOperator
 from cq_service.engine.operators.view import ViewBoundary
 from cq_service.engine.queues import Heartbeat, Queue
 from cq_service.types import DataType
-from tests.unit.engine.batches import make_batch
+from tests.unit.engine.batches import make_batch, relation_at
 
 INT, STR = DataType.INT, DataType.STRING
 TYPES = [INT, STR]
@@ -64,12 +64,7 @@ class Run:
         return self
 
     def at(self, t: int) -> Counter:
-        c: Counter = Counter()
-        for ts, row, w in self.elements:
-            if ts <= t:
-                c[row] += w
-        assert all(v >= 0 for v in c.values()), (t, c)
-        return +c
+        return relation_at(self.elements, t)
 
 
 # -- Distinct ---------------------------------------------------------------------------------

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from cq_service.cql.logical import Call, CaseExpr, ColRef, Const
 from cq_service.engine.batch import Batch
 from cq_service.engine.operators.project import Project
@@ -11,6 +9,7 @@ from cq_service.engine.operators.sample import Sample
 from cq_service.engine.operators.select import Select
 from cq_service.engine.queues import Heartbeat, Queue
 from cq_service.types import DataType
+from tests.unit.engine.batches import make_batch
 
 INT, STR, BOOL, FLT = DataType.INT, DataType.STRING, DataType.BOOL, DataType.FLOAT
 TYPES = [INT, STR]
@@ -18,14 +17,7 @@ TYPES = [INT, STR]
 
 def B(*elems: tuple, ticks: tuple[int, ...] = (), types=TYPES) -> Batch:
     """(ts, row) or (ts, row, weight) elements; ticks default to the timestamps."""
-    ts = [e[0] for e in elems]
-    return Batch.from_rows(
-        [e[1] for e in elems],
-        ts,
-        [e[2] if len(e) > 2 else 1 for e in elems],
-        types,
-        np.asarray(sorted(set(ts) | set(ticks)), dtype=np.int64),
-    )
+    return make_batch(types, elems, ticks)
 
 
 def drive(make, items, out_types=TYPES):

@@ -18,6 +18,7 @@ from cq_service.engine.operators.rows_window import PartitionRowsWindow, RowsWin
 from cq_service.engine.operators.unbounded_window import UnboundedWindow
 from cq_service.engine.queues import Heartbeat, Queue
 from cq_service.types import DataType
+from tests.unit.engine.batches import relation_at
 
 INT, STR, BOOL = DataType.INT, DataType.STRING, DataType.BOOL
 TYPES = [INT, STR]
@@ -46,12 +47,7 @@ class Out:
 
     def at(self, t: int) -> Counter:
         """The relation at instant t: every delta with timestamp ≤ t applied."""
-        c: Counter = Counter()
-        for ts, row, w in self.elements:
-            if ts <= t:
-                c[row] += w
-        assert all(v >= 0 for v in c.values()), (t, c)
-        return +c
+        return relation_at(self.elements, t)
 
     def changes(self) -> dict[int, Counter]:
         """Net change per instant (zero nets dropped)."""
