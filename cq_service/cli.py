@@ -5,6 +5,7 @@ Exit status: 0 on success, 2 on invalid input, 1 on failure.
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -134,6 +135,90 @@ def nexmark_generate(
     typer.echo(f"{events:,} events in {secs:.2f} s ({events / max(secs, 1e-9):,.0f}/s):")
     for kind, path in paths.items():
         typer.echo(f"  {kind}: {path}")
+
+
+bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks against other engines.")
+app.add_typer(bench_app, name="bench")
+
+
+@bench_app.command("nexmark")
+def bench_nexmark(
+    quick: bool = typer.Option(False, help="a small input, one repeat: the CI check"),
+    events: int = typer.Option(10_000_000, help="events to generate (ignored with --quick)"),
+    repeat: int = typer.Option(3, help="runs per engine and query; the median counts"),
+    queries: str = typer.Option(",".join(f"q{i}" for i in range(9)), help="comma-separated"),
+    engines: str = typer.Option("cq,spark,flink", help="comma-separated: cq, spark, flink"),
+    work: Path = typer.Option(Path("benchmarks/data/nexmark"), help="generated data, scratch"),
+    out: Path = typer.Option(Path("benchmarks/results"), help="table, JSON and charts"),
+    latency_seconds: float = typer.Option(5.0, help="length of the real-time replay; 0: skip"),
+) -> None:
+    """NEXMark q0-q8 on cq, Spark Structured Streaming and PyFlink over the same generated
+    input: throughput, latency, memory, and a check that the results agree."""
+    import datetime
+    import platform
+
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from cq_service.bench.nexmark import ENGINES, QUERIES, disagreements, run_benchmark, save
+
+    qs = tuple(q.strip() for q in queries.split(",") if q.strip())
+    es = tuple(e.strip() for e in engines.split(",") if e.strip())
+    bad = [q for q in qs if q not in QUERIES] + [e for e in es if e not in ENGINES]
+    if bad or "cq" not in es:
+        typer.echo(f"error: unknown query or engine {bad}, or cq missing", err=True)
+        raise typer.Exit(2)
+    if quick:
+        events, repeat, latency_seconds = 200_000, 1, min(latency_seconds, 2.0)
+    steps = 1 + len(qs) * (len(es) * repeat + (1 if latency_seconds > 0 else 0))
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(), transient=False,
+    ) as bar:
+        task = bar.add_task("NEXMark", total=steps)
+        first = [True]
+
+        def progress(description: str) -> None:
+            if not first[0]:
+                bar.advance(task)
+            first[0] = False
+            bar.update(task, description=description)
+
+        try:
+            rows = run_benchmark(
+                events=events, queries=qs, engines=es, repeat=repeat,
+                latency_seconds=latency_seconds, work=work, progress=progress,
+            )
+        except RuntimeError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(1) from None
+        bar.update(task, completed=steps, description="done")
+    cpu = next(
+        (ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+         if ln.startswith("model name")),
+        platform.processor(),
+    )
+    meta = {
+        "events": events,
+        "repeat": repeat,
+        "seed_note": "seed 0, 10,000 events/s of event time",
+        "machine": f"{os.cpu_count()} cores ({cpu}), {_memory_gib()} GiB, Python {platform.python_version()}",
+        "date": datetime.date.today().isoformat(),
+        "quick": quick,
+    }
+    folder = out / "quick" if quick else out
+    save(rows, folder, meta)
+    typer.echo((folder / "nexmark.md").read_text())
+    problems = disagreements(rows)
+    if problems:
+        typer.echo("results disagree:\n" + "\n".join(problems), err=True)
+        raise typer.Exit(1)
+
+
+def _memory_gib() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            return round(int(line.split()[1]) / 2**20)
+    return 0
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ column. Running it is `runner.run_pipeline`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from cq_service.spec import load_pipeline
 from cq_service.spec.exceptions import SpecErrors
 from cq_service.spec.model import PipelineSpec, QuerySpec
 
-__all__ = ["CompiledPipeline", "compile_pipeline", "load_and_compile"]
+__all__ = ["CompiledPipeline", "compile_pipeline", "load_and_compile", "subset"]
 
 
 @dataclass
@@ -67,6 +67,31 @@ def compile_pipeline(spec: PipelineSpec) -> CompiledPipeline:
     plan = plan_queries([(bq, spec.queries[bq.name].sink) for bq in queries])
     _add_unread_sources(plan, catalog)
     return CompiledPipeline(spec, queries, plan)
+
+
+def subset(spec: PipelineSpec, names: list[str]) -> PipelineSpec:
+    """The pipeline with only the queries `names`, the views they read (transitively) and the
+    streams and relations those read: what one of its queries would be as a pipeline of its own.
+    Raises `KeyError` for an unknown query and `CQLError` for a query that does not parse."""
+    by_lower = {n.lower(): n for n in spec.queries}
+    keep: dict[str, None] = {}
+    inputs: set[str] = set()
+    todo = [by_lower[n.lower()] for n in names]
+    while todo:
+        name = todo.pop()
+        if name in keep:
+            continue
+        keep[name] = None
+        refs: set[str] = set()
+        _referenced(parse_query(spec.queries[name].cql), refs)
+        todo.extend(by_lower[r] for r in refs if r in by_lower)
+        inputs |= refs
+    return replace(
+        spec,
+        streams={n: s for n, s in spec.streams.items() if n.lower() in inputs},
+        relations={n: s for n, s in spec.relations.items() if n.lower() in inputs},
+        queries={n: q for n, q in spec.queries.items() if n in keep},
+    )
 
 
 def _add_unread_sources(plan: PhysicalPlan, catalog: Catalog) -> None:

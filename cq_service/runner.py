@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
 
 from cq_service.compiler import CompiledPipeline
 from cq_service.cql.logical import Source
@@ -11,7 +15,7 @@ from cq_service.engine.build import SourceOptions, build_executor
 from cq_service.engine.executor import Executor
 from cq_service.engine.scheduler import policy as make_policy
 from cq_service.io import open_sink, open_source
-from cq_service.io.base import DeadRecord, LateElement
+from cq_service.io.base import DeadRecord, LateElement, Sink
 from cq_service.io.dead_letter import DeadLetterSink
 
 __all__ = ["RunReport", "run_pipeline"]
@@ -45,10 +49,34 @@ class _DeadLetters:
         )
 
 
+SinkObserver = Callable[[str, np.ndarray], None]
+
+
+class _ObservedSink:
+    """A sink that tells an observer the timestamps of every group of elements it writes."""
+
+    def __init__(self, query: str, sink: Sink, observer: SinkObserver):
+        self._query, self._sink, self._observer = query, sink, observer
+
+    def write(self, ts: np.ndarray, ops: np.ndarray, columns: Sequence[pa.Array]) -> None:
+        self._sink.write(ts, ops, columns)
+        self._observer(self._query, ts)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._sink, name)
+
+
 def run_pipeline(
-    compiled: CompiledPipeline, *, policy: str = "round_robin", batch_rows: int = 65_536
+    compiled: CompiledPipeline,
+    *,
+    policy: str = "round_robin",
+    batch_rows: int = 65_536,
+    observer: SinkObserver | None = None,
 ) -> RunReport:
-    """Run a compiled pipeline on its files until every source is exhausted."""
+    """Run a compiled pipeline on its files until every source is exhausted.
+
+    `observer(query, ts)`, if given, is called after each write to a query's sink with the
+    timestamps written (the benchmark measures latency with it)."""
     spec = compiled.spec
     inputs = {**spec.streams, **spec.relations}
     readers = {}
@@ -63,6 +91,8 @@ def run_pipeline(
     writers = {
         s.query: open_sink(s.sink, list(s.columns), s.types) for s in compiled.plan.sinks
     }
+    if observer is not None:
+        writers = {q: _ObservedSink(q, w, observer) for q, w in writers.items()}
     dead_sink = DeadLetterSink(spec.dead_letter)
     executor = build_executor(
         compiled.plan,

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from cq_service.engine.batch import Batch
 
-__all__ = ["canonical_order", "consolidate", "expand", "unique_sorted"]
+__all__ = ["canonical_order", "consolidate", "expand", "row_codes", "unique_sorted"]
 
 
 def unique_sorted(ts: np.ndarray) -> np.ndarray:
@@ -75,3 +75,17 @@ def expand(batch: Batch) -> Batch:
     idx = np.repeat(np.arange(len(w)), reps)
     out = batch.take(idx)
     return Batch(out.columns, out.ts, np.sign(out.w).astype(np.int64), batch.ticks)
+
+
+def row_codes(batch: Batch) -> np.ndarray:
+    """A small integer per element such that equal rows (as SQL's DISTINCT sees them: NULLs
+    equal, -0.0 equal to 0.0) get equal codes and different rows different ones."""
+    code = np.zeros(len(batch), dtype=np.int64)
+    for col in batch.columns:
+        if pa.types.is_floating(col.type):
+            col = pc.add(col, pa.scalar(0.0, col.type))  # -0.0 + 0.0 is 0.0
+        enc = pc.dictionary_encode(col, null_encoding="encode")
+        idx = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        code = code * len(enc.dictionary) + idx
+        _, code = np.unique(code, return_inverse=True)
+    return code.astype(np.int64, copy=False)

@@ -372,7 +372,7 @@ def _show(v: Any) -> str:
 # -- assembling chunks ----------------------------------------------------------------------------
 
 
-class _Layout:
+class RecordLayout:
     """What a stream needs from its source records, and how records become a `RawChunk`."""
 
     def __init__(self, stream: StreamSpec, time_unit: str, path: str):
@@ -580,7 +580,7 @@ class _LineFileReader(SourceReader):
         if not path:
             raise SourceError(f"{stream.name}: a file source needs a path", stream.source.span)
         self.path = path
-        self.layout = _Layout(stream, time_unit, path)
+        self.layout = RecordLayout(stream, time_unit, path)
         try:
             self._file: BinaryIO = open(path, "rb")  # noqa: SIM115 - closed by close()
         except OSError as e:
@@ -859,7 +859,7 @@ class ParquetReader(SourceReader):
             raise SourceError(f"{stream.name}: a file source needs a path", stream.source.span)
         _check_options(stream, ())
         self.path = path
-        self.layout = _Layout(stream, time_unit, path)
+        self.layout = RecordLayout(stream, time_unit, path)
         try:
             self._file = pq.ParquetFile(path)
         except OSError as e:

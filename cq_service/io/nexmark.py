@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-__all__ = ["KINDS", "SCHEMAS", "NexmarkChunk", "generate", "write"]
+__all__ = ["KINDS", "SCHEMAS", "NexmarkChunk", "generate", "generate_kind", "write"]
 
 PROPORTION = 50  # events per block: 1 person, 3 auctions, 46 bids
 PERSONS, AUCTIONS = 1, 3
@@ -35,6 +35,7 @@ CATEGORIES = 5
 FIRST_CATEGORY = 10
 HOT_AUCTION_RATIO, HOT_BIDDER_RATIO, HOT_SELLER_RATIO = 2, 4, 4
 IN_FLIGHT_AUCTIONS, ACTIVE_PEOPLE = 100, 1000
+DEFAULT_RATE = 10_000.0  # events per second of event time
 BASE_TIME_MS = 1_436_918_400_000  # 2015-07-15, as in the reference generator
 
 KINDS = ("person", "auction", "bid")
@@ -89,35 +90,43 @@ def _prefixed(prefix: str, ids: np.ndarray) -> pa.Array:
     return pc.binary_join_element_wise(prefix, pc.cast(pa.array(ids), pa.string()), "")
 
 
-def _chunk(seed: int, start: int, stop: int, delay_ms: float) -> NexmarkChunk:
+def _events(start: int, stop: int, delay_ms: float, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """Event numbers in [start, stop) of one kind, and their timestamps (ms)."""
     ev = np.arange(start, stop, dtype=np.int64)
-    ts = BASE_TIME_MS + np.floor(ev * delay_ms).astype(np.int64)
     offset = ev % PROPORTION
-    is_person = offset < PERSONS
-    is_auction = (offset >= PERSONS) & (offset < PERSONS + AUCTIONS)
-    is_bid = ~(is_person | is_auction)
+    if kind == "person":
+        ev = ev[offset < PERSONS]
+    elif kind == "auction":
+        ev = ev[(offset >= PERSONS) & (offset < PERSONS + AUCTIONS)]
+    else:
+        ev = ev[offset >= PERSONS + AUCTIONS]
+    return ev, BASE_TIME_MS + np.floor(ev * delay_ms).astype(np.int64)
 
-    # People: one per block.
-    p_ev = ev[is_person]
+
+def _persons(seed: int, start: int, stop: int, delay_ms: float) -> pa.Table:
+    """People: one per block."""
+    p_ev, p_ts = _events(start, stop, delay_ms, "person")
     p_rng = _rng(seed, start, 1)
     n = len(p_ev)
     p_id = FIRST_ID + p_ev // PROPORTION
     first = _FIRST[p_rng.integers(0, len(_FIRST), n)]
     last = _LAST[p_rng.integers(0, len(_LAST), n)]
     name = np.char.add(np.char.add(first, " "), last)
-    person = pa.table({
+    return pa.table({
         "id": p_id,
         "name": pa.array(name),
         "emailAddress": pa.array(np.char.add(np.char.add(np.char.lower(last), "@"), "example.com")),
         "creditCard": pa.array([f"{a:04d} {b:04d} {c:04d} {d:04d}" for a, b, c, d in p_rng.integers(0, 10_000, (n, 4))]),
         "city": _strings(p_rng, _CITIES, n),
         "state": _strings(p_rng, _STATES, n),
-        "dateTime": ts[is_person],
-        "extra": pa.array([""] * n),
+        "dateTime": p_ts,
+        "extra": _empty(n),
     })
 
-    # Auctions: three per block, each sold by a recent (often the hottest) person.
-    a_ev = ev[is_auction]
+
+def _auctions(seed: int, start: int, stop: int, delay_ms: float) -> pa.Table:
+    """Auctions: three per block, each sold by a recent (often the hottest) person."""
+    a_ev, a_ts = _events(start, stop, delay_ms, "auction")
     a_rng = _rng(seed, start, 2)
     n = len(a_ev)
     a_block, a_off = a_ev // PROPORTION, a_ev % PROPORTION - PERSONS
@@ -127,8 +136,7 @@ def _chunk(seed: int, start: int, stop: int, delay_ms: float) -> NexmarkChunk:
     recent = np.maximum(last_person - a_rng.integers(0, ACTIVE_PEOPLE, n), 0)
     seller = FIRST_ID + np.where(hot, (last_person // HOT_SELLER_RATIO) * HOT_SELLER_RATIO, recent)
     initial = _price(a_rng, n)
-    a_ts = ts[is_auction]
-    auction = pa.table({
+    return pa.table({
         "id": a_id,
         "itemName": _prefixed("item-", a_id),
         "description": _prefixed("description of item ", a_id),
@@ -138,11 +146,13 @@ def _chunk(seed: int, start: int, stop: int, delay_ms: float) -> NexmarkChunk:
         "expires": a_ts + a_rng.integers(10_000, 600_000, n),
         "seller": seller,
         "category": FIRST_CATEGORY + a_rng.integers(0, CATEGORIES, n),
-        "extra": pa.array([""] * n),
+        "extra": _empty(n),
     })
 
-    # Bids: 46 per block, on a recent (often the hottest) auction, by a recent person.
-    b_ev = ev[is_bid]
+
+def _bids(seed: int, start: int, stop: int, delay_ms: float) -> pa.Table:
+    """Bids: 46 per block, on a recent (often the hottest) auction, by a recent person."""
+    b_ev, b_ts = _events(start, stop, delay_ms, "bid")
     b_rng = _rng(seed, start, 3)
     n = len(b_ev)
     b_block = b_ev // PROPORTION
@@ -153,16 +163,43 @@ def _chunk(seed: int, start: int, stop: int, delay_ms: float) -> NexmarkChunk:
     hot_b = b_rng.integers(0, HOT_BIDDER_RATIO, n) > 0
     any_b = np.maximum(b_block - b_rng.integers(0, ACTIVE_PEOPLE, n), 0)
     bidder = FIRST_ID + np.where(hot_b, (b_block // HOT_BIDDER_RATIO) * HOT_BIDDER_RATIO, any_b)
-    bid = pa.table({
+    return pa.table({
         "auction": b_auction,
         "bidder": bidder,
         "price": _price(b_rng, n),
         "channel": _strings(b_rng, _CHANNELS, n),
         "url": _prefixed("https://www.nexmark.com/item/", b_auction),
-        "dateTime": ts[is_bid],
-        "extra": pa.array([""] * n),
+        "dateTime": b_ts,
+        "extra": _empty(n),
     })
-    return NexmarkChunk(person, auction, bid)
+
+
+_MAKERS = {"person": _persons, "auction": _auctions, "bid": _bids}
+
+
+def _empty(n: int) -> pa.Array:
+    return pa.repeat("", n) if n else pa.array([], pa.string())
+
+
+def generate_kind(
+    kind: str, events: int, *, seed: int = 0, rate: float = 10_000.0, chunk: int = 1 << 20
+) -> Iterator[pa.Table]:
+    """Only the `kind` events (person, auction or bid) of `generate(...)`, chunk by chunk; the
+    other kinds are not computed."""
+    if kind not in _MAKERS:
+        raise ValueError(f"unknown NEXMark kind {kind!r} (person, auction or bid)")
+    make = _MAKERS[kind]
+    for start, stop, delay_ms in _chunks(events, rate, chunk):
+        yield make(seed, start, stop, delay_ms)
+
+
+def _chunks(events: int, rate: float, chunk: int) -> Iterator[tuple[int, int, float]]:
+    if events < 0 or rate <= 0:
+        raise ValueError("events must be ≥ 0 and rate > 0")
+    chunk = max(PROPORTION, chunk - chunk % PROPORTION)
+    delay_ms = 1000.0 / rate
+    for start in range(0, events, chunk):
+        yield start, min(events, start + chunk), delay_ms
 
 
 def generate(
@@ -173,12 +210,8 @@ def generate(
     Chunk boundaries fall on whole blocks of 50 events, and each block's random draws depend
     only on the seed and the chunk's first event, so a given `chunk` size always yields the
     same events."""
-    if events < 0 or rate <= 0:
-        raise ValueError("events must be ≥ 0 and rate > 0")
-    chunk = max(PROPORTION, chunk - chunk % PROPORTION)
-    delay_ms = 1000.0 / rate
-    for start in range(0, events, chunk):
-        yield _chunk(seed, start, min(events, start + chunk), delay_ms)
+    for start, stop, delay_ms in _chunks(events, rate, chunk):
+        yield NexmarkChunk(*(make(seed, start, stop, delay_ms) for make in _MAKERS.values()))
 
 
 def write(

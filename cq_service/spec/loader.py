@@ -47,6 +47,9 @@ __all__ = [
     "pipeline_schema",
 ]
 
+# The keys of a generator source (the schema checks their types).
+GENERATOR_OPTIONS = ("generator", "table", "events", "seed", "rate", "pace")
+
 # File extension -> format, for sources and sinks that do not say.
 FORMAT_EXTENSIONS: Mapping[str, str] = {
     ".csv": "csv",
@@ -482,7 +485,11 @@ class _SpecBuilder:
     def _source(self, raw: Mapping[str, Any], path: Path, owner: str) -> SourceSpec:
         file_path, fmt = self._file(raw, path, "source")
         options: dict[str, Any] = {}
-        if fmt == "csv":
+        if raw.get("type") == "generator":
+            options = {k: raw[k] for k in GENERATOR_OPTIONS if k in raw}
+            options.setdefault("seed", 0)
+            options.setdefault("rate", 10_000)
+        elif fmt == "csv":
             options = {"delimiter": raw.get("delimiter", ","), "header": raw.get("header", True)}
         elif fmt is not None:
             for key in ("delimiter", "header"):

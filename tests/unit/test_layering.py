@@ -15,19 +15,19 @@ PACKAGE = Path(cq_service.__file__).resolve().parent
 # What each layer must not import.
 FORBIDDEN: dict[str, set[str]] = {
     "errors": {"spec", "cql", "plan", "engine", "io", "compiler", "runner", "stats", "cli",
-               "service", "batch", "adaptive", "catalog"},
+               "service", "batch", "adaptive", "catalog", "bench"},
     "types": {"spec", "cql", "plan", "engine", "io", "compiler", "runner", "stats", "cli",
-              "service", "batch", "adaptive", "catalog"},
+              "service", "batch", "adaptive", "catalog", "bench"},
     "spec": {"cql", "plan", "engine", "io", "compiler", "runner", "stats", "cli", "service",
-             "batch", "adaptive", "catalog"},
+             "batch", "adaptive", "catalog", "bench"},
     "cql": {"spec", "plan", "engine", "io", "compiler", "runner", "stats", "cli", "service",
-            "batch", "adaptive", "catalog"},
+            "batch", "adaptive", "catalog", "bench"},
     "plan": {"engine", "io", "compiler", "runner", "stats", "cli", "service", "batch",
-             "adaptive", "catalog"},
+             "adaptive", "catalog", "bench"},
     "engine": {"io", "compiler", "runner", "stats", "cli", "service", "batch", "adaptive",
-               "catalog"},
+               "catalog", "bench"},
     "io": {"engine", "plan", "cql", "compiler", "runner", "stats", "cli", "service", "batch",
-           "adaptive", "catalog"},
+           "adaptive", "catalog", "bench"},
 }
 
 

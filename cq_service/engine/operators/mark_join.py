@@ -87,12 +87,13 @@ class MarkJoin(MultiInputOperator):
         keys = key_tuples(self._keys[0], batch) if self._keys[0] else [()] * len(batch)
         rows = batch.rows()
         # Marks for rows not seen before, computed per key in one go.
-        missing: dict[tuple | None, list[tuple]] = {}
+        missing: dict[tuple | None, dict[tuple, None]] = {}
         for row, key in zip(rows, keys):
             cache = self._marks.get(key)
-            if (cache is None or row not in cache) and row not in missing.get(key, ()):
-                missing.setdefault(key, []).append(row)
-        for key, krows in missing.items():
+            if cache is None or row not in cache:
+                missing.setdefault(key, {})[row] = None
+        for key, kset in missing.items():
+            krows = list(kset)
             marks = self._compute(krows, self._right.get(key) if key is not None else None)
             self._marks.setdefault(key, {}).update(zip(krows, marks))
         out_rows, out_ts, out_w = [], [], []

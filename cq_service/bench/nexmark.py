@@ -1,0 +1,200 @@
+"""`cq bench nexmark`: q0-q8 on our engine, Spark Structured Streaming and PyFlink, side by side.
+
+One run generates the input once (Parquet, `cq nexmark generate`), then for every query runs
+every engine as a child process on the same files (`cq_nexmark.py` for ours, `peers/*.py` for
+the others, all with the same command line), `repeat` times, and keeps the median time.
+Throughput is all generated events / the engine's own processing time (its JVM or interpreter
+start excluded). The I/O floor reads the query's input files with pyarrow and writes our
+engine's result, nothing else. Latency is ours only: a real-time replay of the generator at half
+the throughput just measured (`cq_nexmark --pace`). Memory is the peak resident set of the
+engine's process tree. Every peer's comparable result must equal ours (`comparable.py`): any
+difference fails the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from cq_service.bench.comparable import compare, restrict
+from cq_service.bench.procmem import run_measured
+from cq_service.io import nexmark
+
+__all__ = ["ENGINES", "QUERIES", "Cell", "Row", "run_benchmark"]
+
+QUERIES = tuple(f"q{i}" for i in range(9))
+ENGINES = ("cq", "spark", "flink")
+_PEERS = Path(__file__).resolve().parent / "peers"
+_REPO = Path(__file__).resolve().parents[2]
+# The tables each query reads (for the I/O floor).
+_INPUTS = {
+    "q0": ("bid",), "q1": ("bid",), "q2": ("bid",), "q3": ("person", "auction"),
+    "q4": ("auction", "bid"), "q5": ("bid",), "q6": ("auction", "bid"), "q7": ("bid",),
+    "q8": ("person", "auction"),
+}
+
+
+@dataclass
+class Cell:
+    """One engine on one query."""
+
+    supported: bool = True
+    seconds: list[float] = field(default_factory=list)
+    events_per_s: float | None = None
+    peak_rss: int | None = None
+    rows: int | None = None
+    latency_ms: dict | None = None
+    note: str = ""
+    agrees: bool | None = None  # None: not compared
+
+
+@dataclass
+class Row:
+    query: str
+    cells: dict[str, Cell] = field(default_factory=dict)
+    floor_events_per_s: float | None = None
+
+
+def _command(engine: str) -> list[str]:
+    if engine == "cq":
+        return [sys.executable, "-m", "cq_service.bench.cq_nexmark"]
+    if engine == "spark":
+        return [sys.executable, str(_PEERS / "spark_nexmark.py")]
+    flink_python = os.environ.get("CQ_FLINK_PYTHON") or str(_REPO / ".venv-flink" / "bin" / "python")
+    return [flink_python, str(_PEERS / "flink_nexmark.py")]
+
+
+def _run(engine: str, args: list[str], timeout: float) -> tuple[dict, int]:
+    cmd = _command(engine) + args
+    if not Path(cmd[0]).exists():
+        raise RuntimeError(f"{engine}: {cmd[0]} is missing (make bench-deps installs the peers)")
+    done = run_measured(cmd, timeout=timeout)
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+    if done.returncode != 0 or not lines:
+        tail = "\n".join(done.stderr.strip().splitlines()[-15:])
+        raise RuntimeError(f"{engine} {' '.join(args)} failed ({done.returncode}):\n{tail}")
+    return json.loads(lines[-1]), done.peak_rss
+
+
+def _io_floor(data: Path, query: str, result: Path, work: Path) -> float:
+    start = time.perf_counter()
+    for kind in _INPUTS[query]:
+        pq.read_table(data / f"{kind}.parquet")
+    pq.write_table(pq.read_table(result), work / "floor.parquet")
+    return time.perf_counter() - start
+
+
+def generate_data(folder: Path, events: int, seed: int) -> Path:
+    """The input files, made once per (events, seed) and kept."""
+    data = folder / f"data-{events}-{seed}"
+    stamp = data / "complete"
+    if not stamp.exists():
+        shutil.rmtree(data, ignore_errors=True)
+        nexmark.write(data, events, seed=seed)
+        stamp.write_text("")
+    return data
+
+
+def run_benchmark(
+    *,
+    events: int,
+    queries: tuple[str, ...] = QUERIES,
+    engines: tuple[str, ...] = ENGINES,
+    repeat: int = 1,
+    latency_seconds: float = 5.0,
+    seed: int = 0,
+    work: Path,
+    timeout: float = 1800.0,
+    progress=None,
+) -> list[Row]:
+    """Run the benchmark; `progress(description)` is called before each step."""
+    work.mkdir(parents=True, exist_ok=True)
+    say = progress or (lambda _d: None)
+    say(f"generating {events:,} events")
+    data = generate_data(work, events, seed)
+    bids = pq.read_table(data / "bid.parquet", columns=["dateTime"])["dateTime"]
+    last_bid = int(pc.max(bids).as_py()) if len(bids) else 0
+    rows = []
+    for q in queries:
+        row = Row(q)
+        results = {}
+        for engine in engines:
+            cell = Cell()
+            for r in range(repeat):
+                say(f"{q} on {engine} ({r + 1}/{repeat})")
+                out = work / f"{engine}-{q}.parquet"
+                out.unlink(missing_ok=True)
+                info, rss = _run(
+                    engine, ["--data", str(data), "--query", q, "--out", str(out)], timeout
+                )
+                if not info.get("supported", True):
+                    cell = Cell(supported=False, note=info.get("note", ""))
+                    break
+                cell.seconds.append(float(info["seconds"]))
+                cell.peak_rss = max(cell.peak_rss or 0, rss)
+                cell.rows = info.get("rows")
+                cell.note = info.get("note", "")
+                cell.latency_ms = info.get("latency_ms")
+                if r == 0:
+                    results[engine] = restrict(q, pq.read_table(out), last_bid)
+            if cell.supported and cell.seconds:
+                cell.events_per_s = events / statistics.median(cell.seconds)
+            row.cells[engine] = cell
+        if "cq" in results:
+            floor = [_io_floor(data, q, work / f"cq-{q}.parquet", work) for _ in range(repeat)]
+            row.floor_events_per_s = events / statistics.median(floor)
+            for engine, table in results.items():
+                if engine != "cq":
+                    problem = compare(q, engine, results["cq"], table)
+                    row.cells[engine].agrees = problem is None
+                    if problem:
+                        row.cells[engine].note = (row.cells[engine].note + " " + str(problem)).strip()
+            cq = row.cells["cq"]
+            if latency_seconds > 0 and cq.events_per_s:
+                pace = cq.events_per_s / 2
+                n = max(10_000, int(pace * latency_seconds))
+                # The replay spans as much event time as the full input does (windows, auction
+                # lifetimes), with fewer events in it.
+                rate = nexmark.DEFAULT_RATE * n / events
+                say(f"{q} latency on cq at {pace:,.0f} events/s")
+                info, _ = _run(
+                    "cq",
+                    ["--query", q, "--events", str(n), "--pace", str(pace), "--rate", str(rate),
+                     "--out", str(work / f"cq-{q}-paced.parquet")],
+                    timeout,
+                )
+                cq.latency_ms = info.get("latency_ms")
+                if cq.latency_ms is not None:
+                    cq.latency_ms["pace"] = pace
+        rows.append(row)
+    return rows
+
+
+def disagreements(rows: list[Row]) -> list[str]:
+    return [
+        f"{r.query}: {e}: {c.note}"
+        for r in rows
+        for e, c in r.cells.items()
+        if c.agrees is False
+    ]
+
+
+def save(rows: list[Row], folder: Path, meta: dict) -> None:
+    """nexmark.json (everything), nexmark.md (the table) and the charts, in `folder`."""
+    from cq_service.bench.report import charts, table
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "nexmark.json").write_text(
+        json.dumps({"meta": meta, "rows": [asdict(r) for r in rows]}, indent=2) + "\n"
+    )
+    (folder / "nexmark.md").write_text(table(rows, meta))
+    charts(rows, folder)

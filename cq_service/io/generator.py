@@ -1,0 +1,118 @@
+"""Generator sources: synthetic events made while the pipeline runs, instead of read from a file.
+
+``source: {type: generator, generator: nexmark, table: bid, events: 1000000, seed: 0, rate: 10000}``
+feeds the stream with the `table` events of the NEXMark generator (`io/nexmark.py`): the same
+events, for the same seed and rate, as ``cq nexmark generate`` writes. Only the requested kind is
+computed, so a bid stream does not pay for persons and auctions. The stream's schema picks
+columns by name (and converts them to its types, as a file source does); record numbers are
+1-based positions among the generated events of that kind.
+
+With ``pace: P`` the source replays in real time: event number k (counting every kind) becomes
+available P events per wall-clock second after the first read of any paced source in the
+process with the same seed, rate and pace; each read returns what is due (at most `batch_rows`),
+sleeping until something is. `replay_time(...)` says when the replay reached an event time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from cq_service.io.base import RawChunk, SourceError, SourceReader, register_source
+from cq_service.io.files import RecordLayout
+from cq_service.io.nexmark import BASE_TIME_MS, SCHEMAS, generate_kind
+from cq_service.spec.model import StreamSpec
+
+__all__ = ["NexmarkSource", "replay_start", "replay_time"]
+
+_PER_BLOCK = {"person": 1, "auction": 3, "bid": 46}
+_REPLAYS: dict[tuple[int, float, float], float] = {}  # (seed, rate, pace) -> wall start
+
+
+def replay_start(seed: int, rate: float, pace: float) -> float:
+    """The wall-clock start (time.perf_counter) of the paced replay, set by its first read."""
+    return _REPLAYS.setdefault((seed, float(rate), float(pace)), time.perf_counter())
+
+
+def replay_time(ts_ms: np.ndarray, seed: int, rate: float, pace: float) -> np.ndarray:
+    """The wall-clock time (time.perf_counter) at which a paced replay made the events with
+    timestamps `ts_ms` available."""
+    start = replay_start(seed, rate, pace)
+    return start + (np.asarray(ts_ms, dtype=np.float64) - BASE_TIME_MS) * (rate / 1000.0) / pace
+
+
+@register_source("generator")
+class NexmarkSource(SourceReader):
+    """One kind of NEXMark events (person, auction or bid), `events` events in all."""
+
+    def __init__(self, stream: StreamSpec, time_unit: str, batch_rows: int = 65536):
+        super().__init__(stream, time_unit, batch_rows)
+        opts = stream.source.options
+        span = stream.source.span
+        if opts.get("generator") != "nexmark":
+            raise SourceError(
+                f"{stream.name}: unknown generator {opts.get('generator')!r} (known: nexmark)", span
+            )
+        kind = opts.get("table")
+        if kind not in SCHEMAS:
+            raise SourceError(
+                f"{stream.name}: the nexmark generator has no table {kind!r} "
+                f"(person, auction or bid)",
+                span,
+            )
+        self.layout = RecordLayout(stream, time_unit, f"nexmark:{kind}")
+        missing = [c for c in self.layout.required if c not in SCHEMAS[kind]]
+        if missing:
+            raise SourceError(
+                f"{stream.name}: nexmark {kind} has no column(s) {', '.join(map(repr, missing))} "
+                f"(it has: {', '.join(SCHEMAS[kind])})",
+                span,
+            )
+        self.seed = int(opts.get("seed", 0))
+        self.rate = float(opts.get("rate", 10_000))
+        self.pace = float(opts["pace"]) if opts.get("pace") else None
+        # Whole blocks of 50 events per generated chunk, about `batch_rows` of this kind; a
+        # paced replay generates in fixed chunks (the events must not depend on the pace).
+        chunk = 50 * 1024 if self.pace else max(50, batch_rows * 50 // _PER_BLOCK[kind])
+        self._tables: Iterator[pa.Table] = generate_kind(
+            kind, int(opts["events"]), seed=self.seed, rate=self.rate, chunk=chunk
+        )
+        self._pending: pa.Table | None = None
+        self._next_row = 0
+
+    def _next_table(self) -> pa.Table | None:
+        if self.pace is None:
+            return next(self._tables, None)
+        if self._pending is None or self._pending.num_rows == 0:
+            self._pending = next(self._tables, None)
+            if self._pending is None:
+                return None
+        # Release what is due now (at least one event: wait for it).
+        event_ts = self._pending.column("dateTime").to_numpy()
+        due = replay_time(event_ts[:1], self.seed, self.rate, self.pace)[0]
+        now = time.perf_counter()
+        if due > now:
+            time.sleep(due - now)
+            now = time.perf_counter()
+        limit = min(len(event_ts), self.batch_rows)
+        times = replay_time(event_ts[:limit], self.seed, self.rate, self.pace)
+        n = max(1, int(np.searchsorted(times, now, side="right")))
+        out, self._pending = self._pending.slice(0, n), self._pending.slice(n)
+        return out
+
+    def read(self) -> RawChunk | None:
+        while (table := self._next_table()) is not None:
+            n = table.num_rows
+            if n == 0:
+                continue
+            first = self._next_row
+            self._next_row += n
+            positions = np.arange(first, first + n, dtype=np.int64)
+            values = {c: table.column(c) for c in self.layout.needed if c in table.column_names}
+            return self.layout.assemble(
+                values, n, positions + 1, positions, lambda i, t=table: str(t.slice(i, 1).to_pylist()[0])
+            )
+        return None
