@@ -4,14 +4,27 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 CQ     := $(VENV)/bin/cq
 STAMP  := $(VENV)/.installed
+FLINK_VENV  := .venv-flink
+FLINK_STAMP := $(FLINK_VENV)/.installed
+FLINK_VERSION := 2.3.0
 
-.PHONY: demo test lint unit property golden bench clean
+.PHONY: demo test lint unit property golden bench bench-deps bench-quick nexmark clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet -e ".[dev,bench]"
 	touch $(STAMP)
+
+# PyFlink for the NEXMark benchmark, in a venv of its own (it pins an older pyarrow). Its
+# connector jars come from Maven Central into ~/.m2 on first use (cq_service/bench/peers).
+$(FLINK_STAMP):
+	$(PYTHON) -m venv $(FLINK_VENV)
+	$(FLINK_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(FLINK_VENV)/bin/python -m pip install --quiet "apache-flink==$(FLINK_VERSION)"
+	touch $(FLINK_STAMP)
+
+bench-deps: $(STAMP) $(FLINK_STAMP)
 
 demo: $(STAMP)
 	$(CQ) validate pipelines/examples/web-proxy/pipeline.yaml
@@ -25,9 +38,17 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 # pytest exits 5 when it collected nothing: an empty selection is a failure, not a pass.
-test: $(STAMP) lint
+test: $(STAMP) lint bench-quick
 	$(PY) -m pytest -q -n 2 -p no:cacheprovider tests; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "no tests were collected" >&2; exit 1; fi; exit $$status
+
+# NEXMark q0-q8 on cq, Spark and Flink over a small input: fails if any results disagree.
+bench-quick: bench-deps
+	$(CQ) bench nexmark --quick
+
+# The full NEXMark run whose table is in the README (about an hour on 2 cores).
+nexmark: bench-deps
+	$(CQ) bench nexmark
 
 unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit
@@ -42,4 +63,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/engine_core.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(FLINK_VENV) .pytest_cache .ruff_cache .hypothesis

@@ -23,12 +23,11 @@ import pyarrow as pa
 
 from cq_service.io.base import RawChunk, SourceError, SourceReader, register_source
 from cq_service.io.files import RecordLayout
-from cq_service.io.nexmark import BASE_TIME_MS, SCHEMAS, generate_kind
+from cq_service.io.nexmark import BASE_TIME_MS, GENERATE_CHUNK, SCHEMAS, generate_kind
 from cq_service.spec.model import StreamSpec
 
 __all__ = ["NexmarkSource", "replay_start", "replay_time"]
 
-_PER_BLOCK = {"person": 1, "auction": 3, "bid": 46}
 _REPLAYS: dict[tuple[int, float, float], float] = {}  # (seed, rate, pace) -> wall start
 
 
@@ -74,22 +73,23 @@ class NexmarkSource(SourceReader):
         self.seed = int(opts.get("seed", 0))
         self.rate = float(opts.get("rate", 10_000))
         self.pace = float(opts["pace"]) if opts.get("pace") else None
-        # Whole blocks of 50 events per generated chunk, about `batch_rows` of this kind; a
-        # paced replay generates in fixed chunks (the events must not depend on the pace).
-        chunk = 50 * 1024 if self.pace else max(50, batch_rows * 50 // _PER_BLOCK[kind])
+        # Generated in the chunks `cq nexmark generate` uses (the events depend on them), handed
+        # over in slices of at most `batch_rows`.
         self._tables: Iterator[pa.Table] = generate_kind(
-            kind, int(opts["events"]), seed=self.seed, rate=self.rate, chunk=chunk
+            kind, int(opts["events"]), seed=self.seed, rate=self.rate, chunk=GENERATE_CHUNK
         )
         self._pending: pa.Table | None = None
         self._next_row = 0
 
     def _next_table(self) -> pa.Table | None:
-        if self.pace is None:
-            return next(self._tables, None)
         if self._pending is None or self._pending.num_rows == 0:
             self._pending = next(self._tables, None)
             if self._pending is None:
                 return None
+        if self.pace is None:
+            out = self._pending.slice(0, self.batch_rows)
+            self._pending = self._pending.slice(self.batch_rows)
+            return out
         # Release what is due now (at least one event: wait for it).
         event_ts = self._pending.column("dateTime").to_numpy()
         due = replay_time(event_ts[:1], self.seed, self.rate, self.pace)[0]

@@ -35,6 +35,7 @@ CATEGORIES = 5
 FIRST_CATEGORY = 10
 HOT_AUCTION_RATIO, HOT_BIDDER_RATIO, HOT_SELLER_RATIO = 2, 4, 4
 IN_FLIGHT_AUCTIONS, ACTIVE_PEOPLE = 100, 1000
+GENERATE_CHUNK = 1 << 20  # events per generated chunk: the events depend on it
 DEFAULT_RATE = 10_000.0  # events per second of event time
 BASE_TIME_MS = 1_436_918_400_000  # 2015-07-15, as in the reference generator
 
@@ -182,7 +183,7 @@ def _empty(n: int) -> pa.Array:
 
 
 def generate_kind(
-    kind: str, events: int, *, seed: int = 0, rate: float = 10_000.0, chunk: int = 1 << 20
+    kind: str, events: int, *, seed: int = 0, rate: float = 10_000.0, chunk: int = GENERATE_CHUNK
 ) -> Iterator[pa.Table]:
     """Only the `kind` events (person, auction or bid) of `generate(...)`, chunk by chunk; the
     other kinds are not computed."""
@@ -203,7 +204,7 @@ def _chunks(events: int, rate: float, chunk: int) -> Iterator[tuple[int, int, fl
 
 
 def generate(
-    events: int, *, seed: int = 0, rate: float = 10_000.0, chunk: int = 1 << 20
+    events: int, *, seed: int = 0, rate: float = 10_000.0, chunk: int = GENERATE_CHUNK
 ) -> Iterator[NexmarkChunk]:
     """`events` events in chunks, event time advancing `1/rate` seconds per event.
 
@@ -221,7 +222,7 @@ def write(
     fmt: str = "parquet",
     seed: int = 0,
     rate: float = 10_000.0,
-    chunk: int = 1 << 20,
+    chunk: int = GENERATE_CHUNK,
 ) -> dict[str, Path]:
     """Write person, auction and bid files (`fmt`: parquet, csv or jsonl) into `folder`."""
     if fmt not in ("parquet", "csv", "jsonl"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from cq_service.cql.binder import BoundQuery
 from cq_service.cql.logical import LogicalOp, children
 from cq_service.plan.physical import PhysicalNode, PhysicalPlan, SinkNode
+from cq_service.plan.rewrite import simplify
 from cq_service.spec.model import SinkSpec
 
 __all__ = ["plan_queries"]
@@ -39,7 +40,7 @@ def plan_queries(queries: list[tuple[BoundQuery, SinkSpec | None]]) -> PhysicalP
 
     sinks: list[SinkNode] = []
     for bq, sink in queries:
-        root = visit(bq.plan, bq.name)
+        root = visit(simplify(bq.plan), bq.name)
         if sink is not None:
             sinks.append(
                 SinkNode(

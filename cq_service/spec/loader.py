@@ -485,6 +485,15 @@ class _SpecBuilder:
     def _source(self, raw: Mapping[str, Any], path: Path, owner: str) -> SourceSpec:
         file_path, fmt = self._file(raw, path, "source")
         options: dict[str, Any] = {}
+        for key in raw:
+            wrong = (key in GENERATOR_OPTIONS) != (raw.get("type") == "generator")
+            if wrong and key not in ("type",):
+                kind = "generator" if key in GENERATOR_OPTIONS else "file"
+                self._error(
+                    f"'{key}' only applies to {kind} sources, "
+                    f"but {_the(_describe(path))} is of type {raw.get('type')}",
+                    self.doc.span((*path, key), key=True),
+                )
         if raw.get("type") == "generator":
             options = {k: raw[k] for k in GENERATOR_OPTIONS if k in raw}
             options.setdefault("seed", 0)
