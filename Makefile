@@ -38,7 +38,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 # pytest exits 5 when it collected nothing: an empty selection is a failure, not a pass.
-test: $(STAMP) lint bench-quick
+test: $(STAMP) lint
 	$(PY) -m pytest -q -n 2 -p no:cacheprovider tests; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "no tests were collected" >&2; exit 1; fi; exit $$status
 
