@@ -38,11 +38,14 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 # pytest exits 5 when it collected nothing: an empty selection is a failure, not a pass.
-test: $(STAMP) lint
+# Then the quick NEXMark run: q0-q8 on cq, Spark and Flink, failing if any results disagree.
+test: $(STAMP) lint bench-deps
 	$(PY) -m pytest -q -n 2 -p no:cacheprovider tests; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "no tests were collected" >&2; exit 1; fi; exit $$status
+	$(CQ) bench nexmark --quick
 
-# NEXMark q0-q8 on cq, Spark and Flink over a small input: fails if any results disagree.
+# NEXMark q0-q8 on cq, Spark and Flink over a small input: fails if any results disagree
+# (part of `make test`).
 bench-quick: bench-deps
 	$(CQ) bench nexmark --quick
 
