@@ -6,7 +6,7 @@ from pathlib import Path
 
 from cq_service.bench.nexmark import Row
 
-__all__ = ["charts", "table"]
+__all__ = ["charts", "table", "targets"]
 
 
 def _rate(v: float | None) -> str:
@@ -66,9 +66,54 @@ def table(rows: list[Row], meta: dict) -> str:
             + f" | {_rate(r.floor_events_per_s)} | {_ratio(r.floor_events_per_s, cq_rate)}"
             + f" | {latency} | {rss} | {', '.join(verdicts) or '—'} |"
         )
+    lines += ["", *targets(rows)]
     if notes:
         lines += ["", "Notes from the peers:", *notes]
     return "\n".join(lines) + "\n"
+
+
+STATELESS = ("q0", "q1", "q2")
+P99_TARGET_MS = 100.0
+
+
+def _check(name: str, got: float | None, goal: float, unit: str, higher: bool) -> str:
+    """One target as a table row: met, or missed and by how much."""
+    if got is None:
+        return f"| {name} | {'≥' if higher else '<'} {goal:g}{unit} | — | not measured |"
+    met = got >= goal if higher else got < goal
+    if met:
+        verdict = "met"
+    elif higher:
+        verdict = f"missed by {goal / got:.2f}×" if got > 0 else "missed"
+    else:
+        verdict = f"missed by {got / goal:.2f}×"
+    return f"| {name} | {'≥' if higher else '<'} {goal:g}{unit} | {got:.2f}{unit} | {verdict} |"
+
+
+def _speedup(row: Row, engine: str) -> float | None:
+    cq, peer = row.cells.get("cq"), row.cells.get(engine)
+    if cq and cq.events_per_s and peer and peer.events_per_s:
+        return cq.events_per_s / peer.events_per_s
+    return None
+
+
+def targets(rows: list[Row]) -> list[str]:
+    """The issue's targets, per query: met, or missed and by how much."""
+    out = ["Targets (ratios from this run):", "", "| query: target | goal | measured | |",
+           "|---|---|---|---|"]
+    for r in rows:
+        cq = r.cells.get("cq")
+        rate = cq.events_per_s if cq else None
+        if r.query in STATELESS:
+            out.append(_check(f"{r.query}: cq ÷ spark", _speedup(r, "spark"), 1, "×", True))
+            floor = r.floor_events_per_s / rate if rate and r.floor_events_per_s else None
+            out.append(_check(f"{r.query}: floor ÷ cq", floor, 2, "×", False))
+        else:
+            out.append(_check(f"{r.query}: cq ÷ spark", _speedup(r, "spark"), 5, "×", True))
+            out.append(_check(f"{r.query}: cq ÷ flink", _speedup(r, "flink"), 1, "×", True))
+        p99 = cq.latency_ms["p99"] if cq and cq.latency_ms else None
+        out.append(_check(f"{r.query}: p99 at half rate", p99, P99_TARGET_MS, " ms", False))
+    return out
 
 
 def charts(rows: list[Row], folder: Path) -> None:
