@@ -6,9 +6,15 @@ up to a common heartbeat, with L0, R0 the multisets seen before them, the output
 
     ΔL ⋈ R0 (at τ_l)  +  L0 ⋈ ΔR (at τ_r)  +  ΔL ⋈ ΔR (at max(τ_l, τ_r))
 
-and then L0 += ΔL, R0 += ΔR. Each term is one vectorised hash join (Arrow's), so the work per
-heartbeat is proportional to the deltas and the states, not to Python loops over elements.
-Each side's synopsis is its current multiset (rows with net weights). NULL keys never match.
+and then L0 += ΔL, R0 += ΔR. Each side's synopsis is its current multiset (rows with net
+weights); NULL keys never match.
+
+A synopsis may be far larger than the deltas (a few auctions closing against ten minutes of
+bids), so no term costs a pass over it: the synopsis is kept as a few runs of rows (appended as
+deltas arrive, merged as they pile up, dropped from the front as a window expires its oldest
+rows), and each run keeps its rows sorted by key when the key is one integer column. A delta's
+keys are looked up in the runs (binary search, or a hash filter for other key types) and only
+the matching rows are read. ΔL ⋈ ΔR is one vectorised hash join (Arrow's).
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from cq_service.engine.queues import Queue, QueueReader
 
 __all__ = ["Join", "key_tuples"]
 
+_NO_PAIRS = (np.empty(0, np.int64), np.empty(0, np.int64))
+
 
 def key_tuples(evaluators: list, batch: Batch) -> list[tuple | None]:
     """Each element's key as a tuple (None when any key part is NULL)."""
@@ -35,93 +43,323 @@ def key_tuples(evaluators: list, batch: Batch) -> list[tuple | None]:
     return [None if None in k else k for k in zip(*parts)]
 
 
-class _Side:
-    """One input's current multiset: data columns, key columns, net weights."""
+def _int_key(keys: list[pa.Array]) -> tuple[np.ndarray, np.ndarray] | None:
+    """(values as int64, positions of the non-NULL ones) when the key is one integer column
+    whose values fit an int64; None otherwise."""
+    if len(keys) != 1:
+        return None
+    k = keys[0]
+    t = k.type
+    if not pa.types.is_integer(t) or t == pa.uint64():
+        return None
+    valid = np.flatnonzero(np.asarray(k.is_valid()))
+    values = np.asarray(pc.cast(k.fill_null(0), pa.int64()))
+    return values, valid
 
-    def __init__(self) -> None:
-        self.columns: list[pa.Array] | None = None
-        self.keys: list[pa.Array] = []
-        self.w = np.empty(0, np.int64)
-        self._retractions = 0  # retracting rows appended since the last consolidation
+
+def _expand(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For ranges [lo[q], hi[q]): (q repeated once per member, the members)."""
+    counts = hi - lo
+    total = int(counts.sum())
+    if total == 0:
+        return _NO_PAIRS
+    q = np.repeat(np.arange(len(lo)), counts)
+    starts = np.cumsum(counts) - counts
+    return q, lo[q] + (np.arange(total) - starts[q])
+
+
+def _sorted_index(keys: list[pa.Array]) -> tuple[np.ndarray, np.ndarray] | None:
+    """The non-NULL keys sorted, with their row positions, when the key is one integer column."""
+    ik = _int_key(keys)
+    if ik is None:
+        return None
+    values, valid = ik
+    order = np.argsort(values[valid], kind="stable")
+    return values[valid][order], valid[order].astype(np.int64)
+
+
+class _Run:
+    """Rows [lo, lo + n) of a synopsis (ids count every row ever appended to it), and when the
+    key is one integer column its non-NULL keys sorted, with their row offsets in the run."""
+
+    __slots__ = ("columns", "index", "keys", "lo", "w")
+
+    def __init__(self, lo: int, columns: list[pa.Array], keys: list[pa.Array], w: np.ndarray):
+        self.lo = lo
+        self.columns = columns
+        self.keys = keys
+        self.w = w
+        self.index = _sorted_index(keys)
 
     def __len__(self) -> int:
         return len(self.w)
 
     def nbytes(self) -> int:
-        if self.columns is None:
-            return 0
-        return sum(c.nbytes for c in self.columns) + sum(k.nbytes for k in self.keys) + self.w.nbytes
+        n = sum(c.nbytes for c in self.columns) + sum(k.nbytes for k in self.keys) + self.w.nbytes
+        return n + (0 if self.index is None else self.index[0].nbytes + self.index[1].nbytes)
+
+    def tail(self, start: int) -> _Run:
+        """The run without its first `start` rows (a copy of the index, none of the data)."""
+        cut = _Run.__new__(_Run)
+        cut.lo = self.lo + start
+        cut.columns = [c.slice(start) for c in self.columns]
+        cut.keys = [k.slice(start) for k in self.keys]
+        cut.w = self.w[start:]
+        cut.index = None
+        if self.index is not None:
+            values, pos = self.index
+            keep = pos >= start
+            cut.index = (values[keep], pos[keep] - start)
+        return cut
+
+    @staticmethod
+    def merge(a: _Run, b: _Run) -> _Run:
+        """Two adjacent runs (a just before b) as one."""
+        m = _Run.__new__(_Run)
+        m.lo = a.lo
+        m.columns = [pa.concat_arrays([x, y]) for x, y in zip(a.columns, b.columns)]
+        m.keys = [pa.concat_arrays([x, y]) for x, y in zip(a.keys, b.keys)]
+        m.w = np.concatenate([a.w, b.w])
+        if a.index is None or b.index is None:
+            m.index = _sorted_index(m.keys)
+            return m
+        values = np.concatenate([a.index[0], b.index[0]])
+        pos = np.concatenate([a.index[1], b.index[1] + len(a)])
+        order = np.argsort(values, kind="stable")  # two sorted runs: a linear merge
+        m.index = (values[order], pos[order])
+        return m
+
+
+class _Side:
+    """One input's current multiset: data columns, key columns, net weights, as runs of rows.
+
+    The logical row order (what positions refer to) is the order rows were appended, less the
+    rows expired from the front; consolidation reorders it."""
+
+    # A new run is merged into the one before it while that one is at most this many times
+    # larger, so the run sizes halve (at least) from the oldest to the newest: few runs, and
+    # each row is copied a logarithmic number of times.
+    MERGE_RATIO = 2
+
+    def __init__(self) -> None:
+        self._runs: list[_Run] = []
+        self._head = 0  # id of the first live row; rows of the first run before it are expired
+        self._end = 0  # id after the last row
+        self._started = False
+        self._nonunit = 0  # live rows whose weight is not 1
+        self._retractions = 0  # retracting rows appended since the last consolidation
+
+    def __len__(self) -> int:
+        return self._end - self._head
+
+    def nbytes(self) -> int:
+        return sum(r.nbytes() for r in self._runs)
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def _live_runs(self) -> list[tuple[_Run, int, int]]:
+        """(run, first live offset in it, logical position of its first live row)."""
+        out = []
+        for r in self._runs:
+            start = max(0, self._head - r.lo)
+            if start < len(r):
+                out.append((r, start, r.lo + start - self._head))
+        return out
+
+    def lookup(self, probe: list[pa.Array]) -> tuple[np.ndarray, np.ndarray]:
+        """Pairs (q, j): probe row q's key equals the key of the synopsis row at position j
+        (NULLs never match), in no particular order."""
+        if not probe or len(probe[0]) == 0 or len(self) == 0:
+            return _NO_PAIRS
+        runs = self._live_runs()
+        pk = _int_key(probe) if all(r.index is not None for r, _, _ in runs) else None
+        qs, js = [], []
+        for r, start, base in runs:
+            if pk is not None:
+                q, j = self._search(r, pk)
+            else:
+                q, j = self._filter_join(r, start, probe)
+            keep = j >= start
+            qs.append(q[keep])
+            js.append(j[keep] - start + base)
+        if not qs:
+            return _NO_PAIRS
+        return np.concatenate(qs), np.concatenate(js)
+
+    @staticmethod
+    def _search(r: _Run, pk: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        assert r.index is not None
+        values, pos = r.index
+        pvals, pvalid = pk
+        v = pvals[pvalid]
+        lo = np.searchsorted(values, v, side="left")
+        hi = np.searchsorted(values, v, side="right")
+        q, k = _expand(lo, hi)
+        return pvalid[q], pos[k]
+
+    @staticmethod
+    def _filter_join(r: _Run, start: int, probe: list[pa.Array]) -> tuple[np.ndarray, np.ndarray]:
+        """Keys that are not one integer column: keep the run's rows whose every key part is
+        among the probe's (a hash filter), then hash-join the few that remain."""
+        keys = [k.slice(start) for k in r.keys]
+        mask = None
+        for k, p in zip(keys, probe):
+            m = pc.is_in(k, value_set=pc.unique(p))
+            mask = m if mask is None else pc.and_(mask, m)
+        cand = np.flatnonzero(np.asarray(mask.fill_null(False)))  # type: ignore[union-attr]
+        if len(cand) == 0:
+            return _NO_PAIRS
+        ci = pa.array(cand)
+        q, j = _match(probe, [k.take(ci) for k in keys])
+        return q, cand[j] + start
+
+    def take(self, positions: np.ndarray) -> tuple[list[pa.Array], np.ndarray]:
+        """The data columns and weights of the rows at `positions`."""
+        runs = self._live_runs()
+        if len(runs) == 1 or len(positions) == 0:
+            r, start, _ = runs[0]
+            idx = positions + start
+            pidx = pa.array(idx)
+            return [c.take(pidx) for c in r.columns], r.w[idx]
+        order = np.argsort(positions, kind="stable")
+        sp = positions[order]
+        bases = np.array([b for _, _, b in runs])
+        cuts = np.searchsorted(sp, bases[1:], side="left")
+        bounds = [0, *cuts.tolist(), len(sp)]
+        cols: list[list[pa.Array]] = [[] for _ in runs[0][0].columns]
+        ws = []
+        for (r, start, base), a, b in zip(runs, bounds[:-1], bounds[1:]):
+            if a == b:
+                continue
+            idx = sp[a:b] - base + start
+            pidx = pa.array(idx)
+            for out, c in zip(cols, r.columns):
+                out.append(c.take(pidx))
+            ws.append(r.w[idx])
+        back = np.argsort(order, kind="stable")  # from sorted positions back to the asked order
+        pback = pa.array(back)
+        return [pa.concat_arrays(c).take(pback) for c in cols], np.concatenate(ws)[back]
+
+    def _contiguous(self) -> tuple[list[pa.Array], list[pa.Array], np.ndarray]:
+        """Every live row as single arrays (columns, keys, weights)."""
+        runs = [r.tail(start) if start else r for r, start, _ in self._live_runs()]
+        if len(runs) == 1:
+            r = runs[0]
+            return r.columns, r.keys, r.w
+        merged = runs[0]
+        for r in runs[1:]:
+            merged = _Run.merge(merged, r)
+        return merged.columns, merged.keys, merged.w
+
+    # -- writing --------------------------------------------------------------------------------
 
     def add(self, cols: list[pa.Array], keys: list[pa.Array], w: np.ndarray) -> None:
-        if self._expire_oldest(cols, keys, w):
+        started, self._started = self._started, True
+        if started and self._expire_oldest(cols, keys, w):
             return
-        if self.columns is None or len(self.w) == 0:
-            self.columns, self.keys, self.w = list(cols), list(keys), w
-        else:
-            self.columns = [pa.concat_arrays([a, b]) for a, b in zip(self.columns, cols)]
-            self.keys = [pa.concat_arrays([a, b]) for a, b in zip(self.keys, keys)]
-            self.w = np.concatenate([self.w, w])
+        self._append(list(cols), list(keys), w)
+        self._nonunit += int((w != 1).sum())
         self._retractions += int((w < 0).sum())
         # Consolidating costs a pass over the synopsis, so it waits until retractions are a good
         # part of it; until then they stay as rows of negative weight (joins stay exact).
-        if self._retractions and self._retractions * 4 >= len(self.w):
+        if self._retractions and self._retractions * 4 >= len(self):
             self._consolidate()
             self._retractions = 0
+
+    def _append(self, cols: list[pa.Array], keys: list[pa.Array], w: np.ndarray) -> None:
+        if len(w) == 0:
+            return
+        run = _Run(self._end, cols, keys, w)
+        self._end += len(w)
+        while self._runs:
+            prev = self._runs[-1]
+            start = max(0, self._head - prev.lo)
+            if len(prev) - start > self.MERGE_RATIO * len(run):
+                break
+            self._runs.pop()
+            run = _Run.merge(prev.tail(start) if start else prev, run)
+        self._runs.append(run)
+
+    def _expire(self, k: int) -> None:
+        """Drop the first k live rows."""
+        self._head += k
+        while self._runs and self._runs[0].lo + len(self._runs[0]) <= self._head:
+            self._runs.pop(0)
+        if self._runs:
+            first = self._runs[0]
+            start = self._head - first.lo
+            if start * 2 > len(first):  # mostly expired: stop searching the expired rows' keys
+                self._runs[0] = first.tail(start)
+
+    def _head_columns(self, k: int) -> list[pa.Array]:
+        """The data columns of the first k live rows (k ≤ len(self))."""
+        parts: list[list[pa.Array]] = []
+        for r, start, _ in self._live_runs():
+            if k <= 0:
+                break
+            n = min(k, len(r) - start)
+            parts.append([c.slice(start, n) for c in r.columns])
+            k -= n
+        return [pa.concat_arrays(list(p)) for p in zip(*parts)]
 
     def _expire_oldest(self, cols: list[pa.Array], keys: list[pa.Array], w: np.ndarray) -> bool:
         """The common case of a window's input: insertions, and retractions of the oldest rows
         in insertion order. Then the synopsis is a FIFO: drop the retracted rows from its
         front, no pass over it needed. Returns False (nothing done) in any other case."""
-        if self.columns is None or self._retractions or not bool((np.abs(w) == 1).all()):
+        if self._retractions or self._nonunit or not bool((np.abs(w) == 1).all()):
             return False
         minus = np.flatnonzero(w < 0)
-        if len(minus) == 0 or not bool((self.w == 1).all()):
+        if len(minus) == 0:
             return False
         plus = np.flatnonzero(w > 0)
         pi, mi = pa.array(plus), pa.array(minus)
-        live = [pa.concat_arrays([a, b.take(pi)]) for a, b in zip(self.columns, cols)]
-        k = len(minus)
-        if not live or k > len(live[0]):
+        k, old = len(minus), len(self)
+        if not cols or k > old + len(plus):
             return False
-        for col, new in zip(live, cols):
-            head, gone = col.slice(0, k), new.take(mi)
-            same = pc.or_kleene(pc.equal(head, gone), pc.and_(head.is_null(), gone.is_null()))
+        new = [c.take(pi) for c in cols]
+        head = self._head_columns(min(k, old)) if old else [c.slice(0, 0) for c in new]
+        if k > old:
+            head = [pa.concat_arrays([h, c.slice(0, k - old)]) for h, c in zip(head, new)]
+        for h, col in zip(head, cols):
+            gone = col.take(mi)
+            same = pc.or_kleene(pc.equal(h, gone), pc.and_(h.is_null(), gone.is_null()))
             if not pc.all(same.fill_null(False)).as_py():
                 return False
-        self.columns = [c.slice(k) for c in live]
-        self.keys = [pa.concat_arrays([a, b.take(pi)]).slice(k) for a, b in zip(self.keys, keys)]
-        self.w = np.ones(len(self.columns[0]), np.int64)
+        self._append(new, [x.take(pi) for x in keys], np.ones(len(plus), np.int64))
+        self._expire(k)
         return True
 
     def _consolidate(self) -> None:
         """Net weight per distinct row; rows whose weight is zero leave the synopsis."""
-        assert self.columns is not None
-        names = [f"c{i}" for i in range(len(self.columns))]
-        knames = [f"k{i}" for i in range(len(self.keys))]
-        t = pa.table(
-            {**dict(zip(names, self.columns)), **dict(zip(knames, self.keys)), "__w": self.w}
-        )
+        columns, keys, weights = self._contiguous()
+        names = [f"c{i}" for i in range(len(columns))]
+        knames = [f"k{i}" for i in range(len(keys))]
+        t = pa.table({**dict(zip(names, columns)), **dict(zip(knames, keys)), "__w": weights})
         g = t.group_by(names + knames, use_threads=False).aggregate([("__w", "sum")])
         w = g.column("__w_sum").to_numpy()
         keep = w != 0
         idx = pa.array(np.flatnonzero(keep))
-        self.columns = [g.column(n).take(idx).combine_chunks() for n in names]
-        self.keys = [g.column(n).take(idx).combine_chunks() for n in knames]
-        self.w = w[keep].astype(np.int64)
+        self._runs, self._head, self._end = [], 0, 0
+        self._append(
+            [g.column(n).take(idx).combine_chunks() for n in names],
+            [g.column(n).take(idx).combine_chunks() for n in knames],
+            w[keep].astype(np.int64),
+        )
+        self._nonunit = int((w[keep] != 1).sum())
 
 
 def _match(a_keys: list[pa.Array], b_keys: list[pa.Array]) -> tuple[np.ndarray, np.ndarray]:
-    """Index pairs (i, j) with a_keys[i] = b_keys[j] (NULLs never match)."""
+    """Index pairs (i, j) with a_keys[i] = b_keys[j] (NULLs never match), sorted."""
     na, nb = len(a_keys[0]) if a_keys else 0, len(b_keys[0]) if b_keys else 0
     if na == 0 or nb == 0:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
+        return _NO_PAIRS
     knames = [f"k{i}" for i in range(len(a_keys))]
     a = pa.table({**dict(zip(knames, a_keys)), "__i": pa.array(np.arange(na))})
     b = pa.table({**dict(zip(knames, b_keys)), "__j": pa.array(np.arange(nb))})
     j = a.join(b, keys=knames, join_type="inner", use_threads=False)
     i_idx = j.column("__i").to_numpy().astype(np.int64)
     j_idx = j.column("__j").to_numpy().astype(np.int64)
-    order = np.argsort(i_idx * nb + j_idx)  # hash-join order is arbitrary; make it reproducible
+    order = np.lexsort((j_idx, i_idx))  # hash-join order is arbitrary; make it reproducible
     return i_idx[order], j_idx[order]
 
 
@@ -187,22 +425,31 @@ class Join(MultiInputOperator):
         parts: list[Batch] = []
         lk = self._keys(0, dl) if dl is not None else None
         rk = self._keys(1, dr) if dr is not None else None
-        if dl is not None and len(right):
-            i, j = _match(lk, right.keys)  # type: ignore[arg-type]
-            parts.append(self._pairs(dl.columns, right.columns, i, j, dl.ts[i], dl.w[i] * right.w[j]))
-        if dr is not None and len(left):
-            i, j = _match(left.keys, rk)  # type: ignore[arg-type]
-            parts.append(self._pairs(left.columns, dr.columns, i, j, dr.ts[j], left.w[i] * dr.w[j]))
+        if dl is not None and len(right):  # ΔL ⋈ R0: look ΔL's keys up in R0
+            i, j = right.lookup(lk)  # type: ignore[arg-type]
+            if len(i):
+                order = np.lexsort((j, i))
+                i, j = i[order], j[order]
+                rcols, rw = right.take(j)
+                parts.append(_pairs(_take(dl.columns, i), rcols, dl.ts[i], dl.w[i] * rw))
+        if dr is not None and len(left):  # L0 ⋈ ΔR: look ΔR's keys up in L0
+            j, i = left.lookup(rk)  # type: ignore[arg-type]
+            if len(i):
+                order = np.lexsort((j, i))
+                i, j = i[order], j[order]
+                lcols, lw = left.take(i)
+                parts.append(_pairs(lcols, _take(dr.columns, j), dr.ts[j], lw * dr.w[j]))
         if dl is not None and dr is not None:
             i, j = _match(lk, rk)  # type: ignore[arg-type]
-            parts.append(
-                self._pairs(dl.columns, dr.columns, i, j, np.maximum(dl.ts[i], dr.ts[j]), dl.w[i] * dr.w[j])
-            )
+            if len(i):
+                ts = np.maximum(dl.ts[i], dr.ts[j])
+                parts.append(
+                    _pairs(_take(dl.columns, i), _take(dr.columns, j), ts, dl.w[i] * dr.w[j])
+                )
         if dl is not None:
             left.add(list(dl.columns), lk, dl.w)  # type: ignore[arg-type]
         if dr is not None:
             right.add(list(dr.columns), rk, dr.w)  # type: ignore[arg-type]
-        parts = [p for p in parts if len(p)]
         if not parts:
             self.emit(self.empty(ticks))
             return
@@ -213,8 +460,11 @@ class Join(MultiInputOperator):
             out = out.take(np.argsort(out.ts, kind="stable"))
         self.emit(out.with_ticks(ticks))
 
-    @staticmethod
-    def _pairs(lcols, rcols, i: np.ndarray, j: np.ndarray, ts: np.ndarray, w: np.ndarray) -> Batch:
-        pi, pj = pa.array(i), pa.array(j)
-        cols = tuple(pc.take(c, pi) for c in lcols) + tuple(pc.take(c, pj) for c in rcols)
-        return Batch(cols, ts.astype(np.int64), w.astype(np.int64))
+
+def _take(cols, idx: np.ndarray) -> list[pa.Array]:
+    pidx = pa.array(idx)
+    return [pc.take(c, pidx) for c in cols]
+
+
+def _pairs(lcols, rcols, ts: np.ndarray, w: np.ndarray) -> Batch:
+    return Batch(tuple(lcols) + tuple(rcols), ts.astype(np.int64), w.astype(np.int64))
