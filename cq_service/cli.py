@@ -169,7 +169,7 @@ def bench_nexmark(
         raise typer.Exit(2)
     if quick:
         events, repeat, latency_seconds = 200_000, 1, min(latency_seconds, 2.0)
-    steps = 1 + len(qs) * (len(es) * repeat + (1 if latency_seconds > 0 else 0))
+    steps = 1 + len(qs) * (len(es) * repeat + 1 + (1 if latency_seconds > 0 else 0))
     with Progress(
         TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
         TimeElapsedColumn(), transient=False,

@@ -118,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
                 "seconds": report.seconds,
                 "rows": table.num_rows,
                 "latency_ms": latency,
+                # The engine's own accounting: every synopsis and queue at their joint peak.
+                "state_bytes": report.executor.memory.peak_total_bytes,
             }
         )
     )

@@ -55,6 +55,8 @@ class Cell:
     latency_ms: dict | None = None
     note: str = ""
     agrees: bool | None = None  # None: not compared
+    state_bytes: int | None = None  # cq: peak synopsis and queue memory, whole input
+    half_state_bytes: int | None = None  # cq: the same on the first half of the input
 
 
 @dataclass
@@ -121,6 +123,7 @@ def run_benchmark(
     say = progress or (lambda _d: None)
     say(f"generating {events:,} events")
     data = generate_data(work, events, seed)
+    half = generate_data(work, events // 2, seed)
     bids = pq.read_table(data / "bid.parquet", columns=["dateTime"])["dateTime"]
     last_bid = int(pc.max(bids).as_py()) if len(bids) else 0
     rows = []
@@ -144,6 +147,7 @@ def run_benchmark(
                 cell.rows = info.get("rows")
                 cell.note = info.get("note", "")
                 cell.latency_ms = info.get("latency_ms")
+                cell.state_bytes = info.get("state_bytes")
                 if r == 0:
                     results[engine] = restrict(q, pq.read_table(out), last_bid)
             if cell.supported and cell.seconds:
@@ -159,6 +163,14 @@ def run_benchmark(
                     if problem:
                         row.cells[engine].note = (row.cells[engine].note + " " + str(problem)).strip()
             cq = row.cells["cq"]
+            # Memory bounded by the windows, not the run: the same query on half the input.
+            say(f"{q} on cq, half the input (memory)")
+            info, _ = _run(
+                "cq",
+                ["--data", str(half), "--query", q, "--out", str(work / f"cq-{q}-half.parquet")],
+                timeout,
+            )
+            cq.half_state_bytes = info.get("state_bytes")
             if latency_seconds > 0 and cq.events_per_s:
                 pace = cq.events_per_s / 2
                 n = max(10_000, int(pace * latency_seconds))

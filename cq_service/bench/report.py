@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cq_service.bench.nexmark import Row
+from cq_service.bench.nexmark import Cell, Row
 
 __all__ = ["charts", "table", "targets"]
 
@@ -23,17 +23,27 @@ def _mib(v: int | None) -> str:
     return f"{v / 2**20:.0f}" if v else "—"
 
 
+def _state(cq: Cell | None) -> str:
+    """Our engine's peak state on half the input and on all of it."""
+    if cq is None or cq.state_bytes is None:
+        return "—"
+    half = f"{cq.half_state_bytes / 2**20:.1f}" if cq.half_state_bytes is not None else "—"
+    return f"{half} → {cq.state_bytes / 2**20:.1f}"
+
+
 def table(rows: list[Row], meta: dict) -> str:
     engines = [e for e in ("cq", "spark", "flink") if any(e in r.cells for r in rows)]
+    header = (
+        ["query", *(f"{e} events/s" for e in engines), "cq ÷ spark", "cq ÷ flink",
+         "I/O floor events/s", "floor ÷ cq", "cq p50 / p99 ms at half rate",
+         f"peak RSS MiB ({' / '.join(engines)})", "cq state MiB, ½ input → whole", "peers agree"]
+    )
     lines = [
         f"NEXMark, {meta['events']:,} events ({meta['seed_note']}), median of {meta['repeat']}; "
         f"{meta['machine']}; {meta['date']}.",
         "",
-        "| query | " + " | ".join(f"{e} events/s" for e in engines)
-        + " | cq ÷ spark | cq ÷ flink | I/O floor events/s | floor ÷ cq"
-        + " | cq p50 / p99 ms at half rate | peak RSS MiB ("
-        + " / ".join(engines) + ") | peers agree |",
-        "|" + "---|" * (len(engines) + 7),
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
     ]
     notes = []
     for r in rows:
@@ -64,7 +74,7 @@ def table(rows: list[Row], meta: dict) -> str:
             f"| {r.query} | " + " | ".join(rates)
             + f" | {_ratio(cq_rate, peer.get('spark'))} | {_ratio(cq_rate, peer.get('flink'))}"
             + f" | {_rate(r.floor_events_per_s)} | {_ratio(r.floor_events_per_s, cq_rate)}"
-            + f" | {latency} | {rss} | {', '.join(verdicts) or '—'} |"
+            + f" | {latency} | {rss} | {_state(cq)} | {', '.join(verdicts) or '—'} |"
         )
     lines += ["", *targets(rows)]
     if notes:
