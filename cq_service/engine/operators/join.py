@@ -137,9 +137,9 @@ class _Side:
     rows expired from the front; consolidation reorders it."""
 
     # A new run is merged into the one before it while that one is at most this many times
-    # larger, so the run sizes halve (at least) from the oldest to the newest: few runs, and
-    # each row is copied a logarithmic number of times.
-    MERGE_RATIO = 2
+    # larger, so the run sizes shrink geometrically from the oldest to the newest: few runs,
+    # and each row is copied a logarithmic number of times.
+    MERGE_RATIO = 4
 
     def __init__(self) -> None:
         self._runs: list[_Run] = []

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections import deque
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from cq_service.cql.logical import BExpr
 from cq_service.engine.batch import Batch
@@ -56,7 +58,19 @@ class RowsWindow(WindowOperator):
 
 
 class PartitionRowsWindow(WindowOperator):
+    """The last N tuples per partition, vectorised: each partition's live tuples are the cells
+    of one row of a ring (partition × N) of ids into a store of the admitted tuples, the
+    tuple of a partition's k-th arrival in cell k mod N. A batch's arrivals get their ordinal
+    in their partition; arrival k displaces the partition's arrival k − N, read from the ring
+    (or from the batch itself), and the last N of each partition are written to the ring.
+
+    Partition keys compare as Python values (NULLs form one partition). Float keys (NaN is a
+    partition of its own each time, as in Python) and very large N keep the plain per-tuple
+    loop."""
+
     kind = "partitioned rows window"
+
+    RING_LIMIT = 1024  # above this N a partition × N ring wastes memory: per-tuple loop
 
     def __init__(
         self,
@@ -70,8 +84,14 @@ class PartitionRowsWindow(WindowOperator):
         super().__init__(name, inputs, output, where)
         self.n = n
         self.keys = keys
-        self._parts: dict[tuple, deque[tuple]] = {}
         self._rows = 0
+        self._vector: bool | None = None  # decided by the key types of the first batch
+        self._parts: dict[tuple, deque[tuple]] = {}  # the per-tuple loop's state
+        self._slots: dict[tuple, int] = {}  # partition key -> row of the ring
+        self._total = np.zeros(0, np.int64)  # arrivals so far per partition
+        self._ring = np.zeros((0, max(n, 1)), np.int64)
+        self._store: list[list[pa.Array]] = []  # chunks of admitted tuples' columns
+        self._stored = 0
 
     def describe(self) -> str:
         return f"partitioned rows window [Partition By {list(self.keys)} Rows {self.n}]"
@@ -85,11 +105,20 @@ class PartitionRowsWindow(WindowOperator):
             if len(batch.ticks):
                 self.emit(self.empty(batch.ticks))
             return
-        rows = adm.rows()
+        if self._vector is None:
+            self._vector = 1 <= self.n <= self.RING_LIMIT and all(
+                _groupable(adm.columns[k].type) for k in self.keys
+            )
+        if self._vector:
+            self.emit(self._vectorised(adm).with_ticks(batch.ticks))
+        else:
+            self.emit(self._per_tuple(adm).with_ticks(batch.ticks))
+
+    def _per_tuple(self, adm: Batch) -> Batch:
         out_rows: list[tuple] = []
         out_ts: list[int] = []
         out_w: list[int] = []
-        for row, t in zip(rows, adm.ts.tolist()):
+        for row, t in zip(adm.rows(), adm.ts.tolist()):
             key = tuple(row[k] for k in self.keys)
             part = self._parts.get(key)
             if part is None:
@@ -104,4 +133,103 @@ class PartitionRowsWindow(WindowOperator):
                 out_w.append(-1)
             else:
                 self._rows += 1
-        self.emit(Batch.from_rows(out_rows, out_ts, out_w, self.out_types, batch.ticks))
+        return Batch.from_rows(out_rows, out_ts, out_w, self.out_types)
+
+    def _slot_of(self, adm: Batch) -> np.ndarray:
+        """Each tuple's partition (its row of the ring); new partitions get new rows."""
+        local = _group_codes([adm.columns[k] for k in self.keys])
+        _, first, inverse = np.unique(local, return_index=True, return_inverse=True)
+        reps = [adm.columns[k].take(pa.array(first)).to_pylist() for k in self.keys]
+        slots = np.empty(len(first), np.int64)
+        for u, key in enumerate(zip(*reps)):  # one dict look-up per distinct key of the batch
+            s = self._slots.get(key)
+            if s is None:
+                s = self._slots[key] = len(self._slots)
+            slots[u] = s
+        if len(self._slots) > len(self._total):
+            grow = max(len(self._slots), 2 * len(self._total), 64)
+            self._total = np.concatenate([self._total, np.zeros(grow - len(self._total), np.int64)])
+            extra = np.zeros((grow - len(self._ring), self._ring.shape[1]), np.int64)
+            self._ring = np.concatenate([self._ring, extra])
+        return slots[inverse.reshape(-1)]
+
+    def _vectorised(self, adm: Batch) -> Batch:
+        n, m = self.n, len(adm)
+        slot = self._slot_of(adm)
+        ids = self._stored + np.arange(m)
+        self._store.append(list(adm.columns))
+        self._stored += m
+        # Ordinals: the arrival's rank within its partition in the batch, plus the partition's
+        # earlier arrivals.
+        perm = np.argsort(slot, kind="stable")
+        ss = slot[perm]
+        starts = np.flatnonzero(np.r_[True, ss[1:] != ss[:-1]])
+        counts = np.diff(np.r_[starts, m])
+        first_sorted = np.repeat(starts, counts)
+        first = np.empty(m, np.int64)
+        first[perm] = first_sorted
+        rank = np.empty(m, np.int64)
+        rank[perm] = np.arange(m) - first_sorted
+        count = np.empty(m, np.int64)
+        count[perm] = np.repeat(counts, counts)
+        before = self._total[slot]
+        g = before + rank
+        # Arrival g displaces arrival g − N of its partition: in the ring if it came before
+        # this batch, else the batch's arrival of rank g − N − before.
+        disp = np.flatnonzero(g >= n)
+        o = g[disp] - n
+        old = o < before[disp]
+        gone = np.empty(len(disp), np.int64)
+        gone[old] = self._ring[slot[disp][old], o[old] % n]
+        new = ~old
+        gone[new] = ids[perm[first[disp][new] + (o - before[disp])[new]]]
+        # The last N arrivals of each partition take their cells.
+        last = g >= before + count - n
+        self._ring[slot[last], g[last] % n] = ids[last]
+        self._total[ss[starts]] += counts
+        self._rows += m - len(disp)
+        plus = Batch(adm.columns, adm.ts, np.ones(m, np.int64))
+        if len(disp) == 0:
+            out = plus
+        else:
+            minus = Batch(self._take(gone), adm.ts[disp], -np.ones(len(disp), np.int64))
+            # Each displaced tuple's retraction right after the arrival that displaced it.
+            order = np.argsort(np.concatenate([2 * np.arange(m), 2 * disp + 1]))
+            out = Batch.concat([plus, minus]).take(order)
+        if self._stored > 2 * self._rows + self.COMPACT_SLACK or len(self._store) > 64:
+            self._compact()
+        return out
+
+    COMPACT_SLACK = 65_536  # stored tuples no longer live, beyond the live ones, before compacting
+
+    def _take(self, ids: np.ndarray) -> tuple[pa.Array, ...]:
+        pidx = pa.array(ids, type=pa.int64())
+        ncols = len(self._store[0])
+        return tuple(
+            pa.chunked_array([chunk[c] for chunk in self._store]).take(pidx).combine_chunks()
+            for c in range(ncols)
+        )
+
+    def _compact(self) -> None:
+        """Keep only the live tuples in the store (one chunk), renumbering the ring."""
+        live = np.arange(self._ring.shape[1])[None, :] < np.minimum(self._total, self.n)[:, None]
+        ids = self._ring[live]
+        self._store = [list(self._take(ids))] if len(ids) else []
+        self._stored = len(ids)
+        self._ring[live] = np.arange(len(ids))
+
+
+def _groupable(t: pa.DataType) -> bool:
+    """Key types whose Arrow equality is Python's (floats are not: NaN, −0.0)."""
+    return pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_boolean(t)
+
+
+def _group_codes(cols: list[pa.Array]) -> np.ndarray:
+    """One integer per tuple, equal for tuples whose key columns are equal (NULL equal to
+    NULL)."""
+    code = np.zeros(len(cols[0]), np.int64)
+    for c in cols:
+        enc = pc.dictionary_encode(c, null_encoding="encode")
+        idx = np.asarray(enc.indices, dtype=np.int64)
+        code = np.unique(code * (len(enc.dictionary) + 1) + idx, return_inverse=True)[1].reshape(-1)
+    return code

@@ -251,3 +251,100 @@ def test_random_against_brute_force(budget):
     for t in range(12):
         want = brute_join(left, right, t, lambda lr, rr: equi(lr, rr) and lr[1] != "b")
         assert h.at(t) == want, t
+
+
+# -- the synopsis as runs: merging, expiry from the front, key look-ups ------------------------
+
+
+def _window_streams(rng, key_of, steps=30):
+    """Left: inserts and random retractions; right: a FIFO window (inserts, and retractions
+    of its oldest rows in order), so the right synopsis expires from its front."""
+    left, right, live_l, fifo = [], [], Counter(), []
+    for t in range(steps):
+        for _ in range(int(rng.integers(0, 6))):
+            if live_l and rng.random() < 0.3:
+                row = list(live_l)[int(rng.integers(0, len(live_l)))]
+                live_l[row] -= 1
+                live_l = +live_l
+                left.append((t, row, -1))
+            else:
+                row = (key_of(int(rng.integers(0, 5))), "ab"[int(rng.integers(0, 2))])
+                live_l[row] += 1
+                left.append((t, row, 1))
+        for _ in range(int(rng.integers(0, 9))):
+            row = (key_of(int(rng.integers(0, 5))), int(rng.integers(0, 3)))
+            fifo.append(row)
+            right.append((t, row, 1))
+        while len(fifo) > 12:
+            right.append((t, fifo.pop(0), -1))
+    return left, right
+
+
+@pytest.mark.parametrize("key_kind", ["int", "str"])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_runs_and_lookups_give_the_same_elements(key_kind, seed, monkeypatch):
+    """Many small runs, one run, with and without the sorted key index: the same elements in
+    the same order, and the join of the two relations at every instant."""
+    import cq_service.engine.operators.join as join_mod
+
+    key_of = (lambda v: [None, 0, 1, 2, 3][v]) if key_kind == "int" else (lambda v: [None, "p", "q", "r", "s"][v])
+    kt = INT if key_kind == "int" else STR
+    lt, rt = [kt, STR], [kt, INT]
+    left, right = _window_streams(np.random.default_rng(seed), key_of)
+    results = []
+    for ratio, indexed in [(0, True), (1e9, True), (0, False), (2, True)]:
+        monkeypatch.setattr(join_mod._Side, "MERGE_RATIO", ratio)
+        sorted_index = join_mod._sorted_index if indexed else (lambda keys: None)
+        with monkeypatch.context() as m:
+            m.setattr(join_mod, "_sorted_index", sorted_index)
+            h = TwoInputs(join_op(), [lt, rt], lt + rt)
+            most_runs = 0
+            for t in range(30):
+                if lt_t := [e for e in left if e[0] == t]:
+                    h.push(0, *lt_t)
+                if rt_t := [e for e in right if e[0] == t]:
+                    h.push(1, *rt_t)
+                h.beat(t)
+                h.run(int(1 + t % 4))
+                most_runs = max(most_runs, len(h.op._sides[1]._runs))
+            assert most_runs > 2 if ratio == 0 else most_runs >= 1
+            assert most_runs == 1 or ratio < 1e9
+        results.append(h.elements)
+        for t in range(30):
+            assert h.at(t) == brute_join(left, right, t, equi), (ratio, indexed, t)
+    assert all(r == results[0] for r in results[1:])
+
+
+def test_fifo_expiry_across_runs_drops_whole_runs():
+    h = TwoInputs(join_op(), [LT, RT], OUT)
+    side = h.op._sides[1]
+    side.MERGE_RATIO = 0  # every delta its own run
+    for t in range(6):
+        h.push(1, *[(t, (k, t)) for k in range(4)])
+        h.beat(t)
+        h.run()
+    assert len(side._runs) == 6 and len(side) == 24
+    # Retract the oldest ten rows (two runs and a half) in order, with two new rows.
+    gone = [(6, (k, t), -1) for t in range(3) for k in range(4)][:10]
+    h.push(1, *gone, (6, (1, 60)), (6, (9, 61)))
+    h.push(0, (6, (1, "a")))
+    h.beat(6)
+    h.run()
+    assert len(side) == 16 and side._retractions == 0  # the FIFO path, no negative rows kept
+    assert side._runs[0].lo + len(side._runs[0]) > side._head >= side._runs[0].lo
+    assert h.at(6) == Counter({(1, "a", 1, v): 1 for v in (3, 4, 5, 60)})
+
+
+def test_multi_column_keys_use_the_filter_path():
+    lk = (ColRef(0, INT), ColRef(1, STR))
+    rk = (ColRef(0, INT), ColRef(1, STR))
+    types = [INT, STR]
+    h = TwoInputs(lambda n, i, o: Join(n, i, o, lk, rk, None), [types, types], types + types)
+    h.push(1, (1, (1, "a")), (1, (1, "b")), (1, (2, "a")), (1, (None, "a")))
+    h.beat(1)
+    h.run()
+    h.push(0, (2, (1, "a")), (2, (2, "b")), (2, (None, "a")), (2, (2, "a")))
+    h.beat(2)
+    h.run()
+    assert h.op._sides[1]._runs[0].index is None
+    assert h.at(2) == Counter({(1, "a", 1, "a"): 1, (2, "a", 2, "a"): 1})
