@@ -36,6 +36,7 @@ __all__ = ["Aggregate"]
 # MIN/MAX argument types kept as numpy arrays by `_Extreme`, and their Arrow types.
 _NUMERIC = {DataType.INT: pa.int64(), DataType.TIMESTAMP: pa.int64(), DataType.FLOAT: pa.float64()}
 _I64 = np.iinfo(np.int64)
+_NAN = float("nan")  # the one NaN object results and keys use, so that NaN == NaN
 
 
 class _Acc:
@@ -189,6 +190,19 @@ class _Extreme:
         if self.pending > 2 * (0 if self.base_v is None else len(self.base_v)) + 4096:
             self._consolidate()
 
+    def set_exact(self, count: int, ext: object, vals: np.ndarray, ws: np.ndarray) -> None:
+        """After a batch applied with array operations: `count` values whose extreme is
+        `ext`, this batch's values and weights added to the multiset."""
+        if count <= 0:
+            self.apply_segment(-self.count, None, None, vals, ws)
+            return
+        self.count, self.ext, self.valid = count, ext, True
+        if len(vals):
+            self.chunks.append((vals, ws))
+            self.pending += len(vals)
+            if self.pending > 2 * (0 if self.base_v is None else len(self.base_v)) + 4096:
+                self._consolidate()
+
     def value(self) -> object:
         if not self.valid:
             self._consolidate()
@@ -223,7 +237,8 @@ class _Extreme:
         self.base_v = sv[idx][keep]
         self.base_w = counts[keep]
         bv = self.base_v
-        self.ext = None if not len(bv) else (bv[-1] if self.is_max else bv[0]).item()
+        ext = None if not len(bv) else (bv[-1] if self.is_max else bv[0]).item()
+        self.ext = _NAN if ext is not None and ext != ext else ext
 
 
 class _Group:
@@ -237,97 +252,234 @@ class _Group:
         return tuple(a.value() for a in self.accs)
 
 
-# Applies segment i of the current batch to one accumulator.
-_Applier = Callable[[object, int], None]
-
-
 class _Segments:
-    """A batch cut into (instant, group) segments: the rows in segment order (`order`, None
-    when already in order), where each segment starts, its instant and key, and its change in
-    row count; segments are numbered in the order of their first element."""
-
-    __slots__ = ("drows", "ends", "keys", "order", "seg_of_row", "starts", "ts", "w")
+    """A batch cut into (instant, group) segments, numbered in the order of their first
+    element (so in instant order): the rows in segment order (`order`; None when the batch is
+    already in it), where each segment starts and ends, its instant, its group (`gid`, dense
+    ids with their keys in `gkeys`) and its change in row count."""
 
     def __init__(self, batch: Batch, keys: list[pa.Array]):
         n = len(batch)
         ts = batch.ts
-        codes = [_codes(k) for k in keys]
-        if codes:
-            order = np.lexsort((*reversed(codes), ts))
-            ts_o = ts[order]
-            change = np.empty(n, dtype=bool)
-            change[0] = True
+        change = np.empty(n, dtype=bool)
+        change[0] = True
+        if keys:
+            row_gid = _group_ids(keys, n)
+            order = np.lexsort((row_gid, ts))
+            ts_o, g_o = ts[order], row_gid[order]
             np.not_equal(ts_o[1:], ts_o[:-1], out=change[1:])
-            for c in codes:
-                co = c[order]
-                change[1:] |= co[1:] != co[:-1]
+            change[1:] |= g_o[1:] != g_o[:-1]
             starts = np.flatnonzero(change)
-            # lexsort is stable: a segment's first row is its earliest; number the segments by
-            # it, so they come in instant order and, within an instant, by first appearance.
-            first = order[starts]
-            by_first = np.argsort(first, kind="stable")
-            if np.any(by_first[1:] < by_first[:-1]):
-                seg_rank = np.empty_like(by_first)
-                seg_rank[by_first] = np.arange(len(by_first))
-                seg_o = np.repeat(seg_rank, np.diff(np.append(starts, n)))
-                order = order[np.argsort(seg_o, kind="stable")]
-                starts = starts_from_lengths(np.diff(np.append(starts, n))[by_first])
+            first = order[starts]  # lexsort is stable: each segment's earliest row
+            if np.any(first[1:] < first[:-1]):
+                by_first = np.argsort(first, kind="stable")
+                lengths = np.diff(np.append(starts, n))
+                rank = np.empty_like(by_first)
+                rank[by_first] = np.arange(len(by_first))
+                order = order[np.argsort(np.repeat(rank, lengths), kind="stable")]
+                starts = _starts_from_lengths(lengths[by_first])
                 first = first[by_first]
             self.order: np.ndarray | None = order
-            self.w = batch.w[order]
-            self.ts = ts[first].tolist()
-            idx = pa.array(first, type=pa.int64())
-            self.keys = list(zip(*(k.take(idx).to_pylist() for k in keys)))
+            self.gid = row_gid[first]
+            _, gfirst = np.unique(self.gid, return_index=True)  # each group's first segment
+            idx = pa.array(first[gfirst], type=pa.int64())
+            cols = [_canonical_nan(k.take(idx).to_pylist(), k.type) for k in keys]
+            self.gkeys: list[tuple] = list(zip(*cols))
         else:
             self.order = None
-            self.w = batch.w
-            change = np.empty(n, dtype=bool)
-            change[0] = True
             np.not_equal(ts[1:], ts[:-1], out=change[1:])
             starts = np.flatnonzero(change)
-            self.ts = ts[starts].tolist()
-            self.keys = [()] * len(starts)
+            self.gid = np.zeros(len(starts), dtype=np.int64)
+            self.gkeys = [()]
+            first = starts
+        self.n = n
+        self.w = batch.w if self.order is None else batch.w[self.order]
         self.starts = starts
         self.ends = np.append(starts[1:], n)
-        self.drows = np.add.reduceat(self.w, starts).tolist()
-        self.seg_of_row: np.ndarray | None = None
+        self.ts = ts[first]
+        self.drows = np.add.reduceat(self.w, starts)
+        self._row_gid: np.ndarray | None = None
 
     def __len__(self) -> int:
-        return len(self.ts)
+        return len(self.starts)
 
     def take(self, a: np.ndarray) -> np.ndarray:
         """`a` (one value per row, batch order) in segment order."""
         return a if self.order is None else a[self.order]
 
+    def sums(self, a: np.ndarray) -> np.ndarray:
+        """Per segment, the sum of `a` (one value per row, segment order)."""
+        return np.add.reduceat(a, self.starts)
+
     def segment_ids(self) -> np.ndarray:
         """Each row's segment number, in batch order."""
-        if self.seg_of_row is None:
-            n = int(self.ends[-1])
-            ids = np.repeat(np.arange(len(self.starts)), self.ends - self.starts)
-            if self.order is not None:
-                out = np.empty(n, dtype=np.int64)
-                out[self.order] = ids
-                ids = out
-            self.seg_of_row = ids
-        return self.seg_of_row
+        ids = np.repeat(np.arange(len(self.starts)), self.ends - self.starts)
+        if self.order is None:
+            return ids
+        out = np.empty(self.n, dtype=np.int64)
+        out[self.order] = ids
+        return out
 
-    def sums(self, a: np.ndarray) -> list:
-        """Per segment, the sum of `a` (segment order)."""
-        return np.add.reduceat(a, self.starts).tolist()
+    def row_gid(self) -> np.ndarray:
+        """Each row's group, in segment order."""
+        if self._row_gid is None:
+            self._row_gid = np.repeat(self.gid, self.ends - self.starts)
+        return self._row_gid
 
 
-def starts_from_lengths(lengths: np.ndarray) -> np.ndarray:
+def _starts_from_lengths(lengths: np.ndarray) -> np.ndarray:
     starts = np.zeros(len(lengths), dtype=np.int64)
     np.cumsum(lengths[:-1], out=starts[1:])
     return starts
 
 
-def _codes(key: pa.Array) -> np.ndarray:
-    """Integer codes equal exactly where the key values are the same group (NULL is one)."""
-    if isinstance(key, pa.ChunkedArray):
-        key = key.combine_chunks()
-    enc = pc.dictionary_encode(key, null_encoding="encode")
+def _group_ids(keys: list[pa.Array], n: int) -> np.ndarray:
+    """Dense group ids per row, in order of first appearance (NULL is a value, NaN one)."""
+    gid: np.ndarray | None = None
+    for k in keys:
+        if isinstance(k, pa.ChunkedArray):
+            k = k.combine_chunks()
+        enc = pc.dictionary_encode(k, null_encoding="encode")
+        codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+        if gid is None:
+            gid = codes
+        else:
+            gid = _dense(gid * len(enc.dictionary) + codes)
+    return gid  # type: ignore[return-value]
+
+
+def _dense(codes: np.ndarray) -> np.ndarray:
+    enc = pc.dictionary_encode(pa.array(codes, type=pa.int64()))
     return np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _canonical_nan(values: list, typ: pa.DataType) -> list:
+    """One NaN object for every NaN, so that equal keys and results compare equal."""
+    if typ != pa.float64():
+        return values
+    return [_NAN if v is not None and v != v else v for v in values]
+
+
+# -- per-aggregate deltas of one batch ----------------------------------------------------------
+
+
+class _Deltas:
+    """Aggregate j's per-segment changes in one batch. `apply(acc, i)` applies segment i to an
+    accumulator (the general path); `vector` says whether the vectorised path handles it."""
+
+    vector = False
+
+    def apply(self, acc: object, i: int) -> None:
+        raise NotImplementedError
+
+
+class _Linear(_Deltas):
+    """COUNT(*), COUNT(x) and int SUM/AVG that cannot overflow in this batch: Δcount, Δsum."""
+
+    vector = True
+
+    def __init__(self, fn: str, counts: np.ndarray, sums: np.ndarray | None):
+        self.fn = fn
+        self.counts = counts
+        self.sums = sums
+        self._c = counts.tolist()
+        self._s = sums.tolist() if sums is not None else None
+
+    def apply(self, acc: _Acc, i: int) -> None:  # type: ignore[override]
+        acc.apply((self._c[i], self._s[i] if self._s is not None else 0))
+
+
+class _Pairs(_Deltas):
+    """Per segment its (value, Δmultiplicity) pairs, in order of first appearance."""
+
+    def __init__(self, arg: pa.Array, batch: Batch, seg: _Segments):
+        t = pa.table({"__s": seg.segment_ids(), "__v": arg, "__w": batch.w})
+        g = t.group_by(["__s", "__v"], use_threads=False).aggregate([("__w", "sum")])
+        per: list[list | None] = [None] * len(seg)
+        for s, v, dw in zip(
+            g.column("__s").to_pylist(), g.column("__v").to_pylist(), g.column("__w_sum").to_pylist()
+        ):
+            if v is None or dw == 0:
+                continue
+            lst = per[s]
+            if lst is None:
+                per[s] = [(v, dw)]
+            else:
+                lst.append((v, dw))
+        self.per = per
+
+    def apply(self, acc: _Acc, i: int) -> None:  # type: ignore[override]
+        d = self.per[i]
+        if d is not None:
+            acc.apply(d)
+
+
+class _Extremes(_Deltas):
+    """MIN/MAX of ints, timestamps or floats: per segment the change in non-NULL values, the
+    extreme of the values inserted and of those deleted, and the segment's values and weights
+    (segment order; NULLs weigh 0)."""
+
+    vector = True
+
+    def __init__(self, call: AggCall, arg: pa.Array, seg: _Segments):
+        typ = _NUMERIC[call.arg.type]  # type: ignore[union-attr]
+        if isinstance(arg, pa.ChunkedArray):
+            arg = arg.combine_chunks()
+        if arg.type != typ:
+            arg = arg.cast(typ)
+        self.is_max = is_max = call.fn == "max"
+        self.is_float = is_float = typ == pa.float64()
+        self.vals = vals = seg.take(np.asarray(arg.fill_null(0).to_numpy(zero_copy_only=False)))
+        w = seg.w
+        if arg.null_count:
+            valid = seg.take(np.asarray(arg.is_valid().to_numpy(zero_copy_only=False), dtype=bool))
+            w = np.where(valid, w, 0)
+        self.w = w
+        starts = seg.starts
+        self.dcount = np.add.reduceat(w, starts)
+        self.ins, self.has_ins = _segment_extremes(vals, w > 0, starts, is_max, is_float)
+        neg = w < 0
+        self.any_del = bool(neg.any())
+        if self.any_del:
+            self.dele, self.has_del = _segment_extremes(vals, neg, starts, is_max, is_float)
+        self._lists: tuple | None = None
+        self._s, self._e = starts, seg.ends
+
+    def apply(self, acc: _Extreme, i: int) -> None:  # type: ignore[override]
+        if self._lists is None:
+            conv = _canonical_nan if self.is_float else (lambda v, t: v)
+            self._lists = (
+                self.dcount.tolist(),
+                conv(np.where(self.has_ins, self.ins, 0).tolist(), pa.float64()),
+                self.has_ins.tolist(),
+                conv(np.where(self.has_del, self.dele, 0).tolist(), pa.float64())
+                if self.any_del else None,
+                self.has_del.tolist() if self.any_del else None,
+                self._s.tolist(),
+                self._e.tolist(),
+            )
+        dc, ins, has_ins, dele, has_del, s, e = self._lists
+        acc.apply_segment(
+            dc[i],
+            ins[i] if has_ins[i] else None,
+            dele[i] if dele is not None and has_del[i] else None,
+            self.vals[s[i]:e[i]],
+            self.w[s[i]:e[i]],
+        )
+
+
+def _segment_extremes(
+    vals: np.ndarray, mask: np.ndarray, starts: np.ndarray, is_max: bool, is_float: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per segment, the extreme of the values where `mask` holds, and whether there is one."""
+    if is_float:
+        # np.maximum propagates NaN (the greatest); np.fmin skips it unless all are NaN.
+        fill, ufunc = (-np.inf, np.maximum) if is_max else (np.nan, np.fmin)
+    else:
+        fill, ufunc = (_I64.min, np.maximum) if is_max else (_I64.max, np.minimum)
+    ext = ufunc.reduceat(np.where(mask, vals, fill), starts)
+    has = np.logical_or.reduceat(mask, starts)
+    return ext, has
 
 
 class Aggregate(MultiInputOperator):
@@ -381,9 +533,7 @@ class Aggregate(MultiInputOperator):
         return Batch.empty(self.input_types)
 
     def on_batch(self, batch: Batch) -> None:
-        out_rows: list[tuple] = []
-        out_ts: list[int] = []
-        out_w: list[int] = []
+        out = _Out()
         n = len(batch)
         first: int | None = None
         if self.is_global and not self._started:
@@ -394,37 +544,65 @@ class Aggregate(MultiInputOperator):
                 first = min(cands)
                 self._started = True
                 self._groups[()] = _Group(self._makers)
+        seg = None
         if n:
             cols = batch.columns
             seg = _Segments(batch, [ev(cols, n) for ev in self._keys])
-            appliers = [self._applier(j, batch, seg) for j in range(len(self.calls))]
-        else:
-            seg, appliers = None, []
         if first is not None and (seg is None or first < seg.ts[0]):
-            out_rows.append(self._row(()))  # type: ignore[arg-type]
-            out_ts.append(first)
-            out_w.append(1)
+            out.add(-1, first, 1, self._row(()))  # type: ignore[arg-type]
             first = None
         if seg is not None:
-            self._apply(seg, appliers, first is not None, out_rows, out_ts, out_w)
-        self.emit(Batch.from_rows(out_rows, out_ts, out_w, self.out_types, batch.ticks))
+            deltas = [self._deltas(j, batch, seg) for j in range(len(self.calls))]
+            fresh_global = first is not None
+            done = None
+            if all(d.vector for d in deltas) and not fresh_global:
+                done = self._vectorised(seg, deltas, out)  # type: ignore[arg-type]
+            self._general(seg, deltas, fresh_global, done, out)
+        rows, ts, w = out.in_order()
+        self.emit(Batch.from_rows(rows, ts, w, self.out_types, batch.ticks))
 
-    def _apply(
+    def _deltas(self, j: int, batch: Batch, seg: _Segments) -> _Deltas:
+        call, ev = self.calls[j], self._args[j]
+        if ev is None:  # COUNT(*)
+            return _Linear("count", seg.drows, None)
+        n = len(batch)
+        arg = ev(batch.columns, n)
+        if _numeric_extreme(call):
+            return _Extremes(call, arg, seg)
+        if call.distinct or call.fn in ("min", "max") or not _linear_safe(call, arg, n):
+            return _Pairs(arg, batch, seg)  # per distinct value: exact for floats and big ints
+        w = seg.w
+        valid = seg.take(np.asarray(arg.is_valid().to_numpy(zero_copy_only=False), dtype=bool))
+        counts = seg.sums(w * valid)
+        if call.fn in ("sum", "avg"):
+            vals = seg.take(np.asarray(arg.fill_null(0).to_numpy(zero_copy_only=False)))
+            return _Linear(call.fn, counts, seg.sums(vals * w))
+        return _Linear("count", counts, None)
+
+    def _general(
         self,
         seg: _Segments,
-        appliers: list[_Applier],
+        deltas: list[_Deltas],
         fresh_global: bool,
-        out_rows: list[tuple],
-        out_ts: list[int],
-        out_w: list[int],
+        done: np.ndarray | None,
+        out: _Out,
     ) -> None:
-        """Apply each segment in turn, emitting its group's old row as `−` and new row as `+`
-        when they differ. `fresh_global`: the global row is new at the first segment."""
+        """Apply the segments the vectorised path did not (`done`) one by one, emitting the
+        group's old row as `−` and its new row as `+` when they differ. `fresh_global`: the
+        global row is new at the first segment."""
         groups = self._groups
         is_global = self.is_global
         makers = self._makers
-        pairs = list(enumerate(appliers))
-        for i, (t, key, drows) in enumerate(zip(seg.ts, seg.keys, seg.drows)):
+        pairs = list(enumerate(deltas))
+        gkeys = seg.gkeys
+        todo = range(len(seg)) if done is None else np.flatnonzero(~done).tolist()
+        if not len(todo):
+            return
+        ts = seg.ts.tolist()
+        gid = seg.gid.tolist()
+        drows = seg.drows.tolist()
+        for i in todo:
+            key = gkeys[gid[i]]
             g = groups.get(key)
             if g is None:
                 g = groups[key] = _Group(makers)
@@ -434,46 +612,252 @@ class Aggregate(MultiInputOperator):
             else:
                 old = key + g.result() if g.rows > 0 or is_global else None
             fresh_global = False
-            g.rows += drows
+            g.rows += drows[i]
             accs = g.accs
-            for j, ap in pairs:
-                ap(accs[j], i)
+            for j, d in pairs:
+                d.apply(accs[j], i)
             if g.rows > 0 or is_global:
                 new: tuple | None = key + g.result()
             else:
                 new = None
                 del groups[key]
-            if old == new and _same_types(old, new):
-                continue
-            if old is not None:
-                out_rows.append(old)
-                out_ts.append(t)
-                out_w.append(-1)
-            if new is not None:
-                out_rows.append(new)
-                out_ts.append(t)
-                out_w.append(1)
+            out.change(i, ts[i], old, new)
 
-    def _applier(self, j: int, batch: Batch, seg: _Segments) -> _Applier:
-        """How segment i of this batch changes aggregate j's accumulator."""
-        call, ev = self.calls[j], self._args[j]
-        if ev is None:  # COUNT(*)
-            drows = seg.drows
-            return lambda acc, i: acc.apply((drows[i], 0))  # type: ignore[attr-defined]
-        n = len(batch)
-        arg = ev(batch.columns, n)
-        if _numeric_extreme(call):
-            return _extreme_applier(call, arg, batch, seg)
-        if call.distinct or call.fn in ("min", "max") or not _linear_safe(call, arg, n):
-            return _pairs_applier(arg, batch, seg)  # per distinct value: exact for floats and big ints
-        w = seg.w
-        valid = seg.take(np.asarray(arg.is_valid().to_numpy(zero_copy_only=False), dtype=bool))
-        counts = seg.sums(w * valid)
-        if call.fn in ("sum", "avg"):
-            vals = seg.take(np.asarray(arg.fill_null(0).to_numpy(zero_copy_only=False)))
-            sums = seg.sums(vals * w)
-            return lambda acc, i: acc.apply((counts[i], sums[i]))  # type: ignore[attr-defined]
-        return lambda acc, i: acc.apply((counts[i], 0))  # type: ignore[attr-defined]
+    def _vectorised(self, seg: _Segments, deltas: list[_Linear | _Extremes], out: _Out) -> np.ndarray | None:
+        """Apply, with array operations, every group whose segments in this batch keep its
+        MIN/MAX exact without a recount: no segment deletes a value that could be the extreme,
+        and the group's rows stay positive (or drop to zero at its last segment). Returns which
+        segments were done, or None when no group qualifies."""
+        groups = self._groups
+        is_global = self.is_global
+        gkeys = seg.gkeys
+        G, S = len(gkeys), len(seg)
+        if len(set(gkeys)) != G:
+            return None  # keys equal in Python but not in Arrow (0.0 and -0.0): one at a time
+        existing = [(gi, g) for gi, key in enumerate(gkeys) if (g := groups.get(key)) is not None]
+        ok = np.ones(G, dtype=bool)
+        rows0 = np.zeros(G, dtype=np.int64)
+        before: list[tuple | None] = [None] * G
+        for gi, g in existing:
+            rows0[gi] = g.rows
+            before[gi] = gkeys[gi] + g.result()  # reading MIN/MAX makes them exact
+        # group-major order of the segments
+        perm = np.argsort(seg.gid, kind="stable")
+        gp = seg.gid[perm]
+        lengths = np.bincount(gp, minlength=G)
+        gstart = _starts_from_lengths(lengths)
+        last = np.zeros(S, dtype=bool)
+        last[gstart + lengths - 1] = True
+
+        def cum(x: np.ndarray, init: np.ndarray) -> np.ndarray:
+            """Per group, `init` plus the running sum of `x` (given per segment)."""
+            c = np.cumsum(x[perm])
+            return c + np.repeat(init - (c[gstart] - x[perm][gstart]), lengths)
+
+        rows = cum(seg.drows, rows0)
+        alive = np.ones(S, dtype=bool) if is_global else rows > 0
+        bad = rows < 0 if is_global else (rows < 0) | ((rows == 0) & ~last)
+        values: list[list] = []
+        states: list[tuple] = []
+        for j, d in enumerate(deltas):
+            if isinstance(d, _Linear):
+                c0 = np.zeros(G, dtype=np.int64)
+                s0 = np.zeros(G, dtype=np.int64)
+                for gi, g in existing:
+                    acc = g.accs[j]
+                    c0[gi] = acc.count
+                    if d.sums is not None:
+                        if not -(2**62) <= acc.total < 2**62:
+                            ok[gi] = False
+                        else:
+                            s0[gi] = acc.total
+                counts = cum(d.counts, c0)
+                sums = cum(d.sums, s0) if d.sums is not None else None
+                values.append(_linear_values(d.fn, counts, sums))
+                states.append((counts, sums))
+            else:
+                vals, st, bad_x = _extreme_values(d, existing, j, G, perm, gp, lengths, cum)
+                bad |= bad_x & alive
+                values.append(vals)
+                states.append(st)
+        ok &= ~np.logical_or.reduceat(bad, gstart)
+        good = ok[gp]
+        if not good.any():
+            return None
+        # rows after each good segment, in group-major order, and what changed
+        sel = np.flatnonzero(good)
+        seg_of = perm[sel].tolist()
+        g_of = gp[sel].tolist()
+        is_first = np.zeros(S, dtype=bool)
+        is_first[gstart] = True
+        first_l = is_first[sel].tolist()
+        alive_l = alive[sel].tolist()
+        cols = [[v[k] for k in sel.tolist()] for v in values] if values else []
+        ts = seg.ts
+        ts_l = ts[perm[sel]].tolist()
+        prev: tuple | None = None
+        for k, (s, gi) in enumerate(zip(seg_of, g_of)):
+            old = before[gi] if first_l[k] else prev
+            key = gkeys[gi]
+            new = key + tuple(c[k] for c in cols) if alive_l[k] else None
+            out.change(s, ts_l[k], old, new)
+            prev = new
+        # the groups' state after the batch
+        lastsel = np.flatnonzero(good & last)
+        self._store(seg, deltas, lastsel, perm, gp, rows, alive, states)
+        done = np.zeros(S, dtype=bool)
+        done[perm[sel]] = True
+        return done
+
+    def _store(
+        self,
+        seg: _Segments,
+        deltas: list,
+        lastsel: np.ndarray,
+        perm: np.ndarray,
+        gp: np.ndarray,
+        rows: np.ndarray,
+        alive: np.ndarray,
+        states: list[tuple],
+    ) -> None:
+        """Write the vectorised groups' final state: their row counts and accumulators; each
+        MIN/MAX gets the group's values of this batch as one chunk."""
+        groups = self._groups
+        gkeys = seg.gkeys
+        g_last = gp[lastsel]
+        keep = alive[lastsel]
+        for gi in g_last[~keep].tolist():
+            groups.pop(gkeys[gi], None)
+        if not keep.any():
+            return
+        ls = lastsel[keep]
+        gs = g_last[keep]
+        surv = np.zeros(len(gkeys), dtype=bool)
+        surv[gs] = True
+        chunks: list | None = None
+        if any(isinstance(d, _Extremes) for d in deltas):
+            rg = seg.row_gid()
+            idx = np.flatnonzero(surv[rg])
+            idx = idx[np.argsort(rg[idx], kind="stable")]
+            bounds = np.searchsorted(rg[idx], gs)
+            ends = np.append(bounds[1:], len(idx))
+            chunks = [(idx, bounds.tolist(), ends.tolist())]
+        cols = []
+        for d, st in zip(deltas, states):
+            if isinstance(d, _Linear):
+                counts, sums = st
+                cols.append((counts[ls].tolist(), sums[ls].tolist() if sums is not None else None))
+            else:
+                xcount, xval = st
+                idx, b, e = chunks[0]  # type: ignore[index]
+                cols.append((xcount[ls].tolist(), [xval[k] for k in ls.tolist()], d.vals[idx], d.w[idx], b, e))
+        makers = self._makers
+        for k, (gi, r) in enumerate(zip(gs.tolist(), rows[ls].tolist())):
+            key = gkeys[gi]
+            g = groups.get(key)
+            if g is None:
+                g = groups[key] = _Group(makers)
+            g.rows = r
+            for acc, d, c in zip(g.accs, deltas, cols):
+                if isinstance(d, _Linear):
+                    acc.count = c[0][k]
+                    if c[1] is not None:
+                        acc.total = c[1][k]
+                else:
+                    b, e = c[4][k], c[5][k]
+                    acc.set_exact(c[0][k], c[1][k], c[2][b:e], c[3][b:e])
+
+
+class _Out:
+    """Output elements with the segment they belong to, put in segment order at the end."""
+
+    __slots__ = ("keys", "rows", "sorted", "ts", "w")
+
+    def __init__(self):
+        self.keys: list[int] = []
+        self.rows: list[tuple] = []
+        self.ts: list[int] = []
+        self.w: list[int] = []
+        self.sorted = True
+
+    def add(self, key: int, t: int, w: int, row: tuple) -> None:
+        if self.keys and key < self.keys[-1]:
+            self.sorted = False
+        self.keys.append(key)
+        self.rows.append(row)
+        self.ts.append(t)
+        self.w.append(w)
+
+    def change(self, i: int, t: int, old: tuple | None, new: tuple | None) -> None:
+        """Segment i took a group from `old` to `new` (None: no row)."""
+        if old == new and _same_types(old, new):
+            return
+        if old is not None:
+            self.add(2 * i, t, -1, old)
+        if new is not None:
+            self.add(2 * i + 1, t, 1, new)
+
+    def in_order(self) -> tuple[list[tuple], list[int], list[int]]:
+        if self.sorted:
+            return self.rows, self.ts, self.w
+        p = sorted(range(len(self.keys)), key=self.keys.__getitem__)
+        return [self.rows[i] for i in p], [self.ts[i] for i in p], [self.w[i] for i in p]
+
+
+def _linear_values(fn: str, counts: np.ndarray, sums: np.ndarray | None) -> list:
+    """COUNT, SUM or AVG per segment (group-major order) from running counts and sums."""
+    c = counts.tolist()
+    if fn == "count" or sums is None:
+        return c
+    s = sums.tolist()
+    if fn == "sum":
+        return [t if k else None for t, k in zip(s, c)]
+    return [t / k if k else None for t, k in zip(s, c)]  # int / int: exact quotient, rounded
+
+
+def _extreme_values(d: _Extremes, existing: list, j: int, G: int, perm: np.ndarray,
+                    gp: np.ndarray, lengths: np.ndarray, cum: Callable) -> tuple[list, tuple, np.ndarray]:
+    """A MIN/MAX per segment (group-major order) as running extremes, computed on ranks;
+    the running count of values; and where a deletion may have removed the extreme."""
+    x0 = np.zeros(G, dtype=np.int64)
+    e0_groups, e0_vals = [], []
+    for gi, g in existing:
+        acc = g.accs[j]
+        x0[gi] = acc.count
+        if acc.ext is not None:
+            e0_groups.append(gi)
+            e0_vals.append(acc.ext)
+    xcount = cum(d.dcount, x0)
+    has_ins = d.has_ins[perm]
+    parts = [d.ins[perm][has_ins], np.asarray(e0_vals, dtype=d.vals.dtype)]
+    if d.any_del:
+        has_del = d.has_del[perm]
+        parts.append(d.dele[perm][has_del])
+    u, inv = np.unique(np.concatenate(parts), return_inverse=True)  # NaN last, one rank
+    K = len(u)
+    # preference: higher is better, 0 is no value
+    pref = inv + 1 if d.is_max else K - inv
+    n1, n2 = int(has_ins.sum()), len(e0_vals)
+    S = len(perm)
+    ins_pref = np.zeros(S, dtype=np.int64)
+    ins_pref[has_ins] = pref[:n1]
+    init = np.zeros(G, dtype=np.int64)
+    init[np.asarray(e0_groups, dtype=np.int64)] = pref[n1:n1 + n2]
+    span = K + 2
+    run = np.maximum.accumulate(gp * span + ins_pref) - gp * span
+    run = np.maximum(run, init[gp])
+    bad = np.zeros(S, dtype=bool)
+    if d.any_del:
+        del_pref = np.zeros(S, dtype=np.int64)
+        del_pref[has_del] = pref[n1 + n2:]
+        bad = has_del & (del_pref >= run)
+    ul = u.tolist()
+    if d.is_float:
+        ul = _canonical_nan(ul, pa.float64())
+    xl = xcount.tolist()
+    vals = [ul[(r if d.is_max else K - r + 1) - 1] if r and x > 0 else None
+            for r, x in zip(run.tolist(), xl)]
+    return vals, (xcount, vals), bad
 
 
 def _maker(call: AggCall) -> Callable[[], _Acc | _Extreme]:
@@ -486,81 +870,6 @@ def _maker(call: AggCall) -> Callable[[], _Acc | _Extreme]:
 def _numeric_extreme(call: AggCall) -> bool:
     """MIN/MAX (DISTINCT or not: the same value) of a type `_Extreme` keeps in numpy."""
     return call.fn in ("min", "max") and call.arg is not None and call.arg.type in _NUMERIC
-
-
-def _extreme_applier(call: AggCall, arg: pa.Array, batch: Batch, seg: _Segments) -> _Applier:
-    """Per segment: the change in non-NULL values, the extreme inserted and deleted, and the
-    segment's slice of values and weights (NULLs weigh 0)."""
-    typ = _NUMERIC[call.arg.type]  # type: ignore[union-attr]
-    if isinstance(arg, pa.ChunkedArray):
-        arg = arg.combine_chunks()
-    if arg.type != typ:
-        arg = arg.cast(typ)
-    is_max = call.fn == "max"
-    is_float = typ == pa.float64()
-    vals = seg.take(np.asarray(arg.fill_null(0).to_numpy(zero_copy_only=False)))
-    w = seg.w
-    if arg.null_count:
-        valid = seg.take(np.asarray(arg.is_valid().to_numpy(zero_copy_only=False), dtype=bool))
-        w = np.where(valid, w, 0)
-    starts = seg.starts
-    dcount = np.add.reduceat(w, starts).tolist()
-    ins, has_ins = _segment_extremes(vals, w > 0, starts, is_max, is_float)
-    if (w < 0).any():
-        dele, has_del = _segment_extremes(vals, w < 0, starts, is_max, is_float)
-    else:
-        dele, has_del = None, None
-    s_l, e_l = starts.tolist(), seg.ends.tolist()
-
-    def apply(acc: _Extreme, i: int) -> None:  # type: ignore[misc]
-        acc.apply_segment(
-            dcount[i],
-            ins[i] if has_ins[i] else None,
-            dele[i] if has_del is not None and has_del[i] else None,  # type: ignore[index]
-            vals[s_l[i]:e_l[i]],
-            w[s_l[i]:e_l[i]],
-        )
-
-    return apply  # type: ignore[return-value]
-
-
-def _segment_extremes(
-    vals: np.ndarray, mask: np.ndarray, starts: np.ndarray, is_max: bool, is_float: bool
-) -> tuple[list, list]:
-    """Per segment, the extreme of the values where `mask` holds, and whether there is one."""
-    if is_float:
-        # np.maximum propagates NaN (the greatest); np.fmin skips it unless all are NaN.
-        fill, ufunc = (-np.inf, np.maximum) if is_max else (np.nan, np.fmin)
-    else:
-        fill, ufunc = (_I64.min, np.maximum) if is_max else (_I64.max, np.minimum)
-    ext = ufunc.reduceat(np.where(mask, vals, fill), starts)
-    has = np.logical_or.reduceat(mask, starts)
-    return ext.tolist(), has.tolist()
-
-
-def _pairs_applier(arg: pa.Array, batch: Batch, seg: _Segments) -> _Applier:
-    """Per segment, its (value, Δmultiplicity) pairs in order of first appearance, NULLs and
-    cancelled values left out."""
-    t = pa.table({"__s": seg.segment_ids(), "__v": arg, "__w": batch.w})
-    g = t.group_by(["__s", "__v"], use_threads=False).aggregate([("__w", "sum")])
-    per: list[list | None] = [None] * len(seg)
-    for s, v, dw in zip(
-        g.column("__s").to_pylist(), g.column("__v").to_pylist(), g.column("__w_sum").to_pylist()
-    ):
-        if v is None or dw == 0:
-            continue
-        lst = per[s]
-        if lst is None:
-            per[s] = [(v, dw)]
-        else:
-            lst.append((v, dw))
-
-    def apply(acc: _Acc, i: int) -> None:  # type: ignore[misc]
-        d = per[i]
-        if d is not None:
-            acc.apply(d)
-
-    return apply  # type: ignore[return-value]
 
 
 def _linear_safe(call: AggCall, arg: pa.Array, n: int) -> bool:
