@@ -224,7 +224,10 @@ class _Extreme:
             self.base_v = self.base_w = None
             self.ext = None
             return
-        order = np.argsort(v, kind="stable")  # NaN last: the greatest
+        # NaN sorts last: the greatest. Only the representative of 0.0 and -0.0 (equal)
+        # depends on the order of equal values: the first inserted one, as a Counter keeps.
+        stable = self.is_float and bool((v == 0).any())
+        order = np.argsort(v, kind="stable" if stable else "quicksort")
         sv = v[order]
         start = np.empty(len(sv), dtype=bool)
         start[0] = True
@@ -738,7 +741,8 @@ class Aggregate(MultiInputOperator):
         if any(isinstance(d, _Extremes) for d in deltas):
             rg = seg.row_gid()
             idx = np.flatnonzero(surv[rg])
-            idx = idx[np.argsort(rg[idx], kind="stable")]
+            if np.any(rg[idx][1:] < rg[idx][:-1]):
+                idx = idx[np.argsort(rg[idx], kind="stable")]
             bounds = np.searchsorted(rg[idx], gs)
             ends = np.append(bounds[1:], len(idx))
             chunks = [(idx, bounds.tolist(), ends.tolist())]
