@@ -37,6 +37,7 @@ class Executor:
 
     def run(self) -> None:
         """Run until every source is exhausted and every queue drained; then flush sinks."""
+        self.memory.sample()
         while True:
             op = self.policy.choose(self.operators)
             if op is None:
@@ -47,7 +48,7 @@ class Executor:
             self.steps += 1
             if isinstance(op, SourceOperator):
                 self._advance_clock()
-            self.memory.sample()
+            self.memory.sample(op)
         for sink in self.sinks:
             sink.finish()
 

@@ -25,21 +25,25 @@ class Usage:
 
 @dataclass
 class MemoryMonitor:
-    """Samples every synopsis after each scheduling step (queues track themselves)."""
+    """Samples synopses after each scheduling step (queues track themselves).
+
+    Only the operator that ran can have changed its synopsis, so a step samples that one and
+    keeps the others' last sizes: the cost of a sample does not grow with the plan."""
 
     operators: list[Operator]
     queues: list[Queue]
     synopses: dict[str, Usage] = field(default_factory=dict)
     peak_total_bytes: int = 0
+    _synopsis_bytes: int = 0
 
-    def sample(self) -> None:
-        total = 0
-        for op in self.operators:
+    def sample(self, ran: Operator | None = None) -> None:
+        """After `ran` ran (None: sample every operator)."""
+        for op in self.operators if ran is None else (ran,):
             rows, nbytes = op.state_size()
             u = self.synopses.get(op.name)
             if u is None:
                 u = self.synopses[op.name] = Usage()
+            self._synopsis_bytes += nbytes - u.bytes
             u.set(rows, nbytes)
-            total += nbytes
-        total += sum(q.bytes for q in self.queues)
+        total = self._synopsis_bytes + sum(q.bytes for q in self.queues)
         self.peak_total_bytes = max(self.peak_total_bytes, total)

@@ -505,6 +505,8 @@ class Aggregate(MultiInputOperator):
         self._makers = [_maker(c) for c in aggs]
         self._groups: dict[tuple, _Group] = {}
         self.is_global = not keys
+        # Only MIN, MAX and DISTINCT keep values per group; the others' state is the groups.
+        self._keeps_values = any(c.distinct or c.fn in ("min", "max") for c in aggs)
         self._started = False
 
     def describe(self) -> str:
@@ -513,7 +515,9 @@ class Aggregate(MultiInputOperator):
 
     def state_size(self) -> tuple[int, int]:
         n = len(self._groups)
-        extra = sum(a.size() for g in self._groups.values() for a in g.accs)
+        extra = 0
+        if self._keeps_values:
+            extra = sum(a.size() for g in self._groups.values() for a in g.accs)
         return n + extra, (n + extra) * 8 * (len(self.out_types) + 2)
 
     def _row(self, key: tuple) -> tuple | None:
