@@ -119,8 +119,8 @@ class RangeWindow(WindowOperator):
                 self.emit(self.empty(ticks))
             return
         out = Batch.concat([Batch(p.columns, p.ts, p.w) for p in parts])
-        if len(parts) > 1:
-            out = out.take(np.argsort(out.ts, kind="stable"))
+        if len(parts) > 1 and not bool((out.ts[1:] >= out.ts[:-1]).all()):
+            out = out.take(np.argsort(out.ts, kind="stable"))  # (sorted: the stable order)
         changes = unique_sorted(out.ts)
         self.emit(out.with_ticks(merge_ticks(ticks, changes)))
 

@@ -481,3 +481,33 @@ def test_every_window_passes_heartbeats_and_empty_batches(make):
     assert out.elements == []
     assert out.heartbeats == [1, 4]
     assert 3 in out.ticks
+
+
+def test_slide_flush_over_several_boundaries_keeps_the_stable_order():
+    # One batch crossing many slide boundaries, released at once by a late heartbeat: every
+    # instant's elements come out time-ordered (the harness checks), insertions before
+    # retractions, each in arrival order.
+    elems = [(t, (k, "x")) for k, t in enumerate([0, 1, 1, 3, 4, 4, 6, 7, 9])]
+    h = Harness(range_w(3, slide=2))
+    out = h.feed(B(*elems), 30)
+    by_instant: dict[int, list[tuple[tuple, int]]] = {}
+    for ts, row, w in out.elements:
+        by_instant.setdefault(ts, []).append((row, w))
+    for t, items in by_instant.items():
+        ws = [w for _, w in items]
+        assert ws == sorted(ws, reverse=True), t  # +1s then −1s
+        for sign in (1, -1):
+            ids = [row[0] for row, w in items if w == sign]
+            assert ids == sorted(ids), (t, sign)
+    for tau in range(31):
+        t0 = tau // 2 * 2
+        want = Counter(row for t, row in elems if t0 - 3 <= t <= t0)
+        assert out.at(tau) == want, tau
+
+
+def test_slide_flush_at_one_boundary_emits_enters_then_leaves():
+    h = Harness(range_w(1, slide=2))
+    h.feed(B((0, A), (1, Bb)))
+    out = h.feed(B((2, C), (3, D)), B((4, E)), 10)
+    at4 = [(row, w) for ts, row, w in out.elements if ts == 4]
+    assert at4 == [(D, 1), (E, 1), (Bb, -1), (C, -1)]  # B, C entered at 2; D (t=3) at 4
