@@ -16,6 +16,7 @@ from cq_service.cql.binder import BoundQuery, Catalog, bind_query
 from cq_service.cql.logical import Field, Source
 from cq_service.cql.parser import parse_query
 from cq_service.errors import CQError, CQLError, Span
+from cq_service.plan.columns import prune_source_columns
 from cq_service.plan.physical import PhysicalNode, PhysicalPlan
 from cq_service.plan.planner import plan_queries
 from cq_service.spec import load_pipeline
@@ -66,6 +67,9 @@ def compile_pipeline(spec: PipelineSpec) -> CompiledPipeline:
     queries = [bound[q] for q in spec.queries if q in bound]
     plan = plan_queries([(bq, spec.queries[bq.name].sink) for bq in queries])
     _add_unread_sources(plan, catalog)
+    # Late elements sent to the dead letter carry every column: read them all.
+    dead_lettered = {s.name for s in spec.streams.values() if s.late == "dead_letter"}
+    plan = prune_source_columns(plan, keep_all=dead_lettered)
     return CompiledPipeline(spec, queries, plan)
 
 

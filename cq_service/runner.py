@@ -85,8 +85,10 @@ def run_pipeline(
     for node in compiled.plan.nodes:
         if isinstance(node.op, Source):
             s = inputs[node.op.name]
-            readers[s.name] = open_source(s, spec.time_unit, batch_rows)
-            options[s.name] = SourceOptions(s.is_relation, s.max_delay, s.late)
+            readers[s.name] = open_source(
+                s, spec.time_unit, batch_rows, columns=compiled.plan.source_columns.get(s.name)
+            )
+            options[s.name] = SourceOptions(s.is_relation, s.max_delay, s.late, s.heartbeat)
             columns[s.name] = [f.name for f in s.schema]
     writers = {
         s.query: open_sink(s.sink, list(s.columns), s.types) for s in compiled.plan.sinks

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,14 +137,25 @@ class RawChunk:
 class SourceReader(ABC):
     """Reads one stream's or relation's source incrementally.
 
-    Memory is bounded by `batch_rows` records, never by the size of the source."""
+    Memory is bounded by `batch_rows` records, never by the size of the source.
 
-    def __init__(self, stream: StreamSpec, time_unit: str, batch_rows: int = 65536):
+    `columns`, when given, names the schema columns the pipeline uses. A reader may then leave
+    the others out and give them as NULLs of their type — but only where that cannot change
+    which records are malformed (a value that could fail to convert is always read)."""
+
+    def __init__(
+        self,
+        stream: StreamSpec,
+        time_unit: str,
+        batch_rows: int = 65536,
+        columns: Collection[str] | None = None,
+    ):
         if batch_rows < 1:
             raise ValueError("batch_rows must be positive")
         self.stream = stream
         self.time_unit = time_unit
         self.batch_rows = batch_rows
+        self.columns_used = None if columns is None else frozenset(columns)
 
     @abstractmethod
     def read(self) -> RawChunk | None:
@@ -164,7 +175,7 @@ class SourceReader(ABC):
         self.close()
 
 
-SourceFactory = Callable[[StreamSpec, str, int], SourceReader]
+SourceFactory = Callable[..., SourceReader]  # (stream, time_unit, batch_rows, columns=…)
 SOURCES: dict[str, SourceFactory] = {}
 
 
@@ -201,8 +212,14 @@ def _kind(spec: SourceSpec | SinkSpec) -> str:
     return f"{spec.type}:{fmt}" if spec.type == "file" else spec.type
 
 
-def open_source(stream: StreamSpec, time_unit: str, batch_rows: int = 65536) -> SourceReader:
-    """A reader for `stream`'s source, chosen by its type and format."""
+def open_source(
+    stream: StreamSpec,
+    time_unit: str,
+    batch_rows: int = 65536,
+    columns: Collection[str] | None = None,
+) -> SourceReader:
+    """A reader for `stream`'s source, chosen by its type and format; `columns` (optional)
+    names the schema columns used (see `SourceReader`)."""
     kind = _kind(stream.source)
     factory = SOURCES.get(kind) or SOURCES.get(stream.source.type)
     if factory is None:
@@ -210,7 +227,9 @@ def open_source(stream: StreamSpec, time_unit: str, batch_rows: int = 65536) -> 
         raise SourceError(
             f"{stream.name}: unsupported source {kind!r} (supported: {known})", stream.source.span
         )
-    return factory(stream, time_unit, batch_rows)
+    if columns is None:
+        return factory(stream, time_unit, batch_rows)
+    return factory(stream, time_unit, batch_rows, columns=columns)
 
 
 # -- sinks ---------------------------------------------------------------------------------------

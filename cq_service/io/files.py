@@ -28,7 +28,7 @@ import csv
 import json
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any, BinaryIO
@@ -392,6 +392,23 @@ class RecordLayout:
             (OP_FIELD,) if self.has_op and OP_FIELD not in needed else ()
         )
 
+    def unread(
+        self, used: frozenset[str] | None, file_types: Mapping[str, pa.DataType]
+    ) -> frozenset[str]:
+        """The schema columns that need not be read: not in `used` (None: all are used), not
+        the timestamp field, and stored (`file_types`) exactly as their Arrow type, so no value
+        of theirs could fail to convert and make a record malformed. They become NULLs."""
+        if used is None:
+            return frozenset()
+        return frozenset(
+            f.name
+            for f in self.stream.schema
+            if f.name not in used
+            and f.name != self.ts_field
+            and f.name in file_types
+            and file_types[f.name] == arrow_type(f.type)
+        )
+
     def field_type(self, name: str) -> DataType:
         """The type a source field is read as (the timestamp field: timestamp, unless listed)."""
         for f in self.stream.schema:
@@ -572,10 +589,18 @@ def _check_options(stream: StreamSpec, allowed: Sequence[str]) -> None:
 
 
 class _LineFileReader(SourceReader):
-    """Shared by csv and jsonl: a file read block by block; subclasses parse a block."""
+    """Shared by csv and jsonl: a file read block by block; subclasses parse a block.
 
-    def __init__(self, stream: StreamSpec, time_unit: str, batch_rows: int = 65536):
-        super().__init__(stream, time_unit, batch_rows)
+    Every column is read, used or not: a bad value in any of them makes its record malformed."""
+
+    def __init__(
+        self,
+        stream: StreamSpec,
+        time_unit: str,
+        batch_rows: int = 65536,
+        columns: Collection[str] | None = None,
+    ):
+        super().__init__(stream, time_unit, batch_rows, columns)
         path = stream.source.path
         if not path:
             raise SourceError(f"{stream.name}: a file source needs a path", stream.source.span)
@@ -618,8 +643,14 @@ class CsvReader(_LineFileReader):
     matter). Options: ``delimiter`` (one character, default ``,``); ``header: false`` with
     ``columns: [names…]`` for a file without a header row."""
 
-    def __init__(self, stream: StreamSpec, time_unit: str, batch_rows: int = 65536):
-        super().__init__(stream, time_unit, batch_rows)
+    def __init__(
+        self,
+        stream: StreamSpec,
+        time_unit: str,
+        batch_rows: int = 65536,
+        columns: Collection[str] | None = None,
+    ):
+        super().__init__(stream, time_unit, batch_rows, columns)
         try:
             self._open_header()
         except BaseException:
@@ -758,8 +789,14 @@ class CsvReader(_LineFileReader):
 class JsonlReader(_LineFileReader):
     """One JSON object per line; missing keys and nulls are NULL; blank lines are skipped."""
 
-    def __init__(self, stream: StreamSpec, time_unit: str, batch_rows: int = 65536):
-        super().__init__(stream, time_unit, batch_rows)
+    def __init__(
+        self,
+        stream: StreamSpec,
+        time_unit: str,
+        batch_rows: int = 65536,
+        columns: Collection[str] | None = None,
+    ):
+        super().__init__(stream, time_unit, batch_rows, columns)
         try:
             _check_options(stream, ())
         except BaseException:
@@ -850,10 +887,20 @@ class JsonlReader(_LineFileReader):
 
 @register_source("file:parquet")
 class ParquetReader(SourceReader):
-    """A parquet file; columns are found by name and cast to the schema types."""
+    """A parquet file; columns are found by name and cast to the schema types.
 
-    def __init__(self, stream: StreamSpec, time_unit: str, batch_rows: int = 65536):
-        super().__init__(stream, time_unit, batch_rows)
+    Given the `columns` used, a column that is not used and is stored exactly as its Arrow type
+    is not read (it is NULL in every element); the raw text of a malformed record still shows
+    the whole row."""
+
+    def __init__(
+        self,
+        stream: StreamSpec,
+        time_unit: str,
+        batch_rows: int = 65536,
+        columns: Collection[str] | None = None,
+    ):
+        super().__init__(stream, time_unit, batch_rows, columns)
         path = stream.source.path
         if not path:
             raise SourceError(f"{stream.name}: a file source needs a path", stream.source.span)
@@ -879,9 +926,16 @@ class ParquetReader(SourceReader):
                 f"(the file has: {', '.join(names)})",
                 stream.source.span,
             )
-        self._include = [c for c in self.layout.needed if c in names]
+        self._all_columns = [c for c in self.layout.needed if c in names]
+        file_types = {f.name: f.type for f in self._file.schema_arrow}
+        self.unread = self.layout.unread(self.columns_used, file_types)
+        # An empty column list would read no rows: keep one column at least.
+        self._include = [c for c in self._all_columns if c not in self.unread] or (
+            self._all_columns[:1]
+        )
         self._batches = self._file.iter_batches(batch_size=batch_rows, columns=self._include)
         self._next_row = 0
+        self._group: tuple[int, int, pa.Table] | None = None  # (first row, rows, table) for raw
 
     def read(self) -> RawChunk | None:
         while True:
@@ -894,10 +948,27 @@ class ParquetReader(SourceReader):
             first = self._next_row
             self._next_row += n
             positions = np.arange(first, first + n, dtype=np.int64)
-            values = {c: batch.column(c) for c in self._include}
-            return self.layout.assemble(
-                values, n, positions + 1, positions, lambda i, b=batch: _row_json(b, i)
-            )
+            values = {c: batch.column(c) for c in self._include if c not in self.unread}
+            if len(self._include) == len(self._all_columns):
+                raw = lambda i, b=batch: _row_json(b, i)  # noqa: E731
+            else:
+                raw = lambda i, p=first: self._whole_row_json(p + i)  # noqa: E731
+            return self.layout.assemble(values, n, positions + 1, positions, raw)
+
+    def _whole_row_json(self, row: int) -> str:
+        """Row `row` (0-based) with every column, read again from its row group."""
+        if self._group is None or not self._group[0] <= row < self._group[0] + self._group[1]:
+            meta, start = self._file.metadata, 0
+            for g in range(meta.num_row_groups):
+                size = meta.row_group(g).num_rows
+                if row < start + size:
+                    table = self._file.read_row_group(g, columns=self._all_columns)
+                    self._group = (start, size, table)
+                    break
+                start += size
+        assert self._group is not None
+        start, _, table = self._group
+        return _row_json(table.slice(row - start, 1).to_batches()[0], 0)
 
     def close(self) -> None:
         self._file.close()

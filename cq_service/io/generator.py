@@ -4,8 +4,10 @@
 feeds the stream with the `table` events of the NEXMark generator (`io/nexmark.py`): the same
 events, for the same seed and rate, as ``cq nexmark generate`` writes. Only the requested kind is
 computed, so a bid stream does not pay for persons and auctions. The stream's schema picks
-columns by name (and converts them to its types, as a file source does); record numbers are
-1-based positions among the generated events of that kind.
+columns by name (and converts them to its types, as a file source does); given the `columns`
+the pipeline uses, a column that is not used and is generated exactly as its Arrow type is
+not converted and is NULL in every element. Record numbers are 1-based positions among the
+generated events of that kind.
 
 With ``pace: P`` the source replays in real time: event number k (counting every kind) becomes
 available P events per wall-clock second after the first read of any paced source in the
@@ -17,7 +19,7 @@ replay runs at its pace whatever the generator's own speed. `replay_time(...)` s
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -48,8 +50,14 @@ def replay_time(ts_ms: np.ndarray, seed: int, rate: float, pace: float) -> np.nd
 class NexmarkSource(SourceReader):
     """One kind of NEXMark events (person, auction or bid), `events` events in all."""
 
-    def __init__(self, stream: StreamSpec, time_unit: str, batch_rows: int = 65536):
-        super().__init__(stream, time_unit, batch_rows)
+    def __init__(
+        self,
+        stream: StreamSpec,
+        time_unit: str,
+        batch_rows: int = 65536,
+        columns: Collection[str] | None = None,
+    ):
+        super().__init__(stream, time_unit, batch_rows, columns)
         opts = stream.source.options
         span = stream.source.span
         if opts.get("generator") != "nexmark":
@@ -115,7 +123,9 @@ class NexmarkSource(SourceReader):
             first = self._next_row
             self._next_row += n
             positions = np.arange(first, first + n, dtype=np.int64)
-            values = {c: table.column(c) for c in self.layout.needed if c in table.column_names}
+            types = {f.name: f.type for f in table.schema}
+            unread = self.layout.unread(self.columns_used, types)
+            values = {c: table.column(c) for c in self.layout.needed if c in types and c not in unread}
             return self.layout.assemble(
                 values, n, positions + 1, positions, lambda i, t=table: str(t.slice(i, 1).to_pylist()[0])
             )

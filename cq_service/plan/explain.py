@@ -64,12 +64,22 @@ def explain(plan: PhysicalPlan, policy: str = "round_robin") -> str:
         consumers[s.input] = consumers.get(s.input, 0) + 1
     for n in plan.nodes:
         lines.append(_line(n, consumers.get(n.id, 0)))
+        if isinstance(n.op, L.Source) and n.op.name in plan.source_columns:
+            lines.append(_pruned(n.op, plan.source_columns[n.op.name]))
     for s in plan.sinks:
         kind = s.sink.type + (f" {s.sink.format} {s.sink.path}" if s.sink.path else "")
         what = "stream" if s.is_stream else "relation as +/- deltas"
         lines.append(f"  sink {s.query}: {what} -> {kind}  <- q{s.input}")
         lines.append(f"      columns: {', '.join(s.columns)}")
     return "\n".join(lines)
+
+
+def _pruned(op: L.Source, used: tuple[str, ...]) -> str:
+    unused = [f.name for f in op.schema if f.name not in used]
+    if not unused:
+        return "      columns used: all"
+    return (f"      columns used: {', '.join(used) or 'none'}; unused: {', '.join(unused)}"
+            " (not read, NULL, where the source allows it)")
 
 
 def _line(n: PhysicalNode, readers: int) -> str:

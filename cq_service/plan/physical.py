@@ -46,6 +46,9 @@ class SinkNode:
 class PhysicalPlan:
     nodes: list[PhysicalNode]  # inputs before the nodes that read them
     sinks: list[SinkNode]
+    # Stream source name -> the schema columns the plan uses (plan/columns.py); a source not
+    # listed reads every column.
+    source_columns: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def consumers(self, node_id: int) -> list[int]:
         return [n.id for n in self.nodes if node_id in n.inputs]
