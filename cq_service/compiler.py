@@ -69,7 +69,9 @@ def compile_pipeline(spec: PipelineSpec) -> CompiledPipeline:
     _add_unread_sources(plan, catalog)
     # Late elements sent to the dead letter carry every column: read them all.
     dead_lettered = {s.name for s in spec.streams.values() if s.late == "dead_letter"}
-    plan = prune_source_columns(plan, keep_all=dead_lettered)
+    # A stream whose records carry heartbeats reads the heartbeat field.
+    heartbeats = {s.name: [s.heartbeat[0]] for s in spec.streams.values() if s.heartbeat}
+    plan = prune_source_columns(plan, keep_all=dead_lettered, keep=heartbeats)
     return CompiledPipeline(spec, queries, plan)
 
 

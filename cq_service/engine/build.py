@@ -41,6 +41,7 @@ class SourceOptions:
     is_relation: bool = False
     max_delay: int = 0
     late: str = "drop"
+    heartbeat: tuple[str, int] | None = None  # (field, offset): records carry heartbeats
 
 
 def build_executor(
@@ -89,6 +90,8 @@ def _make(
 
 def _source(op: L.Source, name, ins, out, *, readers, options, dead_letters) -> Operator:
     o = options.get(op.name, SourceOptions(is_relation=op.is_relation))
+    names = [f.name for f in op.schema]
+    heartbeat = None if o.heartbeat is None else (names.index(o.heartbeat[0]), o.heartbeat[1])
     return SourceOperator(
         op.name,
         out,
@@ -97,7 +100,8 @@ def _source(op: L.Source, name, ins, out, *, readers, options, dead_letters) -> 
         max_delay=o.max_delay,
         late_policy=o.late,
         dead_letters=dead_letters,
-        column_names=[f.name for f in op.schema],
+        column_names=names,
+        heartbeat=heartbeat,
     )
 
 

@@ -3,6 +3,10 @@
 After an element with timestamp m has arrived, an element with timestamp < m − δ (δ =
 `max_delay`) is late. Everything with timestamp ≤ m − δ − 1 can then be released in timestamp
 order (stably: equal timestamps keep arrival order), and that is the source's heartbeat.
+
+A stream may also carry heartbeats in its records (`heartbeat: {field, offset}`): a record
+whose field is f promises that no later element has a timestamp below f + offset. The bound is
+then the larger of the two; an element below it is late.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ class Reorderer:
     def __init__(self, max_delay: int):
         self.max_delay = max_delay
         self.max_seen = NONE
+        self.promised = NONE  # the records' heartbeats: no later timestamp is below this
         self._pending: Batch | None = None
 
     @property
@@ -32,24 +37,33 @@ class Reorderer:
 
     @property
     def watermark(self) -> int:
-        if self.max_seen == NONE:
-            return NONE
-        return int(self.max_seen) - self.max_delay - 1
+        skew = NONE if self.max_seen == NONE else int(self.max_seen) - self.max_delay - 1
+        promise = NONE if self.promised == NONE else int(self.promised) - 1
+        return max(skew, promise)
 
-    def late_mask(self, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Which of these elements (in arrival order) are late, and the latest timestamp seen
-        before each of them; updates the running maximum."""
+    def late_mask(
+        self, ts: np.ndarray, promises: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Which of these elements (in arrival order) are late, the latest timestamp seen
+        before each of them, and the heartbeat promised before each of them (NONE: none);
+        updates both. `promises[i]` is element i's own heartbeat (field + offset, NONE when
+        it has none)."""
         if len(ts) == 0:
-            return np.zeros(0, dtype=bool), np.zeros(0, dtype=np.int64)
+            empty = np.zeros(0, dtype=np.int64)
+            return np.zeros(0, dtype=bool), empty, empty
         running = np.maximum.accumulate(ts)
         before = np.empty_like(ts)
         before[0] = self.max_seen
         before[1:] = np.maximum(running[:-1], self.max_seen)
-        late = np.zeros(len(ts), dtype=bool)
+        promised = np.full(len(ts), self.promised, dtype=np.int64)
+        if promises is not None:
+            promised[1:] = np.maximum(np.maximum.accumulate(promises)[:-1], self.promised)
+            self.promised = max(int(self.promised), int(promises.max()))
+        late = ts < promised
         known = before != NONE
-        late[known] = ts[known] < before[known] - self.max_delay
+        late[known] |= ts[known] < before[known] - self.max_delay
         self.max_seen = max(int(self.max_seen), int(running[-1]))
-        return late, before
+        return late, before, promised
 
     def push(self, batch: Batch) -> Batch | None:
         """Add on-time elements; return those now releasable, in timestamp order."""

@@ -17,7 +17,7 @@ schemas stay as they are; results do not change because no operator reads those 
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 
 from cq_service.cql import logical as L
@@ -90,22 +90,33 @@ def needed_positions(plan: PhysicalPlan) -> dict[int, frozenset[int]]:
 
 
 def source_columns(
-    plan: PhysicalPlan, keep_all: Collection[str] = ()
+    plan: PhysicalPlan,
+    keep_all: Collection[str] = (),
+    keep: Mapping[str, Collection[str]] | None = None,
 ) -> dict[str, tuple[str, ...]]:
     """For each stream source that may be pruned, the names of its schema columns the plan
     uses, in schema order. Relations (a deletion must match a whole stored tuple) and the
     sources named in `keep_all` (e.g. those whose late elements go to the dead letter with
-    every column) are left out: they read every column."""
+    every column) are left out: they read every column. `keep[source]` names columns the
+    source itself needs whatever the queries use (e.g. the field its heartbeats come from)."""
     need = needed_positions(plan)
+    keep = keep or {}
     out: dict[str, tuple[str, ...]] = {}
     for node in plan.nodes:
         op = node.op
         if not isinstance(op, L.Source) or op.is_relation or op.name in keep_all:
             continue
-        out[op.name] = tuple(f.name for i, f in enumerate(op.schema) if i in need[node.id])
+        own = set(keep.get(op.name, ()))
+        out[op.name] = tuple(
+            f.name for i, f in enumerate(op.schema) if i in need[node.id] or f.name in own
+        )
     return out
 
 
-def prune_source_columns(plan: PhysicalPlan, keep_all: Collection[str] = ()) -> PhysicalPlan:
+def prune_source_columns(
+    plan: PhysicalPlan,
+    keep_all: Collection[str] = (),
+    keep: Mapping[str, Collection[str]] | None = None,
+) -> PhysicalPlan:
     """`plan` with `source_columns` recorded on it (read by the runner and by explain)."""
-    return replace(plan, source_columns=source_columns(plan, keep_all))
+    return replace(plan, source_columns=source_columns(plan, keep_all, keep))

@@ -430,6 +430,9 @@ class _SpecBuilder:
         max_delay = 0
         if "max_delay" in raw:
             max_delay = self._duration(raw["max_delay"], (*path, "max_delay"))
+        heartbeat = None
+        if "heartbeat" in raw:
+            heartbeat = self._heartbeat(raw["heartbeat"], schema, (*path, "heartbeat"), what)
         return StreamSpec(
             name=name,
             schema=schema,
@@ -438,8 +441,32 @@ class _SpecBuilder:
             is_relation=is_relation,
             max_delay=max_delay,
             late=raw.get("late", "drop"),
+            heartbeat=heartbeat,
             span=self.doc.span(path, key=True),
         )
+
+    def _heartbeat(
+        self, raw: Mapping[str, object], schema: tuple[FieldSpec, ...], path: Path, what: str
+    ) -> tuple[str, int] | None:
+        """`heartbeat: {field: F, offset: D}`: F an int or timestamp column of the schema."""
+        name = raw["field"]
+        types = {f.name: f.type for f in schema}
+        if name not in types:
+            self._error(
+                f"{what}: heartbeat field {name!r} is not in its schema "
+                f"({', '.join(types) or 'no columns'})",
+                self.doc.span((*path, "field")),
+            )
+            return None
+        if types[name] not in _TIMESTAMP_TYPES:
+            self._error(
+                f"{what}: heartbeat field {name!r} must be an int or timestamp column, "
+                f"not {types[name].value}",
+                self.doc.span((*path, "field")),
+            )
+            return None
+        offset = self._duration(raw["offset"], (*path, "offset")) if "offset" in raw else 0
+        return name, offset
 
     def _fields(self, columns: Mapping[str, str], path: Path, what: str) -> tuple[FieldSpec, ...]:
         fields = []

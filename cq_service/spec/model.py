@@ -76,7 +76,9 @@ class StreamSpec:
     `timestamp` names the record field carrying application time (None: arrival order, the
     0-based position of the record in its source). The tuple holds the `schema` fields only.
     `max_delay` (in time_unit) bounds how far out of order elements may arrive; later ones
-    follow `late`. A relation's records may carry an `_op` field (``+`` insert, ``-`` delete).
+    follow `late`. `heartbeat` (field, offset), when set, is a promise each record makes: no
+    later element has a timestamp below its `field` + `offset` (an element that breaks it is
+    late too). A relation's records may carry an `_op` field (``+`` insert, ``-`` delete).
     """
 
     name: str
@@ -86,6 +88,7 @@ class StreamSpec:
     is_relation: bool = False
     max_delay: int = 0
     late: Literal["drop", "dead_letter"] = "drop"
+    heartbeat: tuple[str, int] | None = None
     span: Span = field(default=Span(), compare=False)
 
 

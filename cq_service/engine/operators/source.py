@@ -13,6 +13,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from cq_service.engine.batch import Batch
 from cq_service.engine.consolidate import unique_sorted
@@ -48,8 +50,11 @@ class SourceOperator(Operator):
         late_policy: str = "drop",
         dead_letters: DeadLetters | None = None,
         column_names: list[str] | None = None,
+        heartbeat: tuple[int, int] | None = None,
         on_close: Callable[[], None] | None = None,
     ):
+        """`heartbeat` (column index, offset): each element's column + offset is a heartbeat
+        (no later element has a smaller timestamp); NULLs promise nothing."""
         super().__init__(name, [], output)
         self.reader = reader
         self.is_relation = is_relation
@@ -57,6 +62,7 @@ class SourceOperator(Operator):
         self.dead_letters = dead_letters
         self.column_names = column_names or []
         self.reorder = Reorderer(max_delay)
+        self.heartbeat = heartbeat
         self.exhausted = False
         self.late_count = 0
         self.malformed_count = 0
@@ -97,9 +103,9 @@ class SourceOperator(Operator):
         w = np.asarray(chunk.ops, dtype=np.int64)
         batch = Batch(tuple(chunk.columns), ts, w)
         self.rows_in += len(batch)
-        late, before = self.reorder.late_mask(ts)
+        late, before, promised = self.reorder.late_mask(ts, self._promises(batch))
         if late.any():
-            self._late(batch.filter(late), before[late])
+            self._late(batch.filter(late), before[late], promised[late])
             batch = batch.filter(~late)
         self._emit(self.reorder.push(batch))
         wm = self.reorder.watermark
@@ -113,14 +119,25 @@ class SourceOperator(Operator):
         if self.exhausted:
             self.emit_heartbeat(max(clock, self.max_seen))
 
-    def _late(self, late: Batch, latest: np.ndarray) -> None:
+    def _promises(self, batch: Batch) -> np.ndarray | None:
+        if self.heartbeat is None or len(batch) == 0:
+            return None
+        index, offset = self.heartbeat
+        col = batch.columns[index]
+        values = np.asarray(pc.fill_null(col.cast(pa.int64()), NEVER).to_numpy(), dtype=np.int64)
+        return np.where(values == NEVER, NEVER, values + offset)
+
+    def _late(self, late: Batch, latest: np.ndarray, promised: np.ndarray) -> None:
         self.late_count += len(late)
         if self.late_policy == "dead_letter" and self.dead_letters is not None:
             bound = self.reorder.max_delay
             reasons = [
-                f"late: timestamp {int(t)} is more than max_delay {bound} before the latest "
-                f"timestamp seen ({int(m)})"
-                for t, m in zip(late.ts, latest)
+                f"late: timestamp {int(t)} is below {int(p)}, the heartbeat an earlier record "
+                f"promised (heartbeat field + offset)"
+                if t < p
+                else f"late: timestamp {int(t)} is more than max_delay {bound} before the "
+                f"latest timestamp seen ({int(m)})"
+                for t, m, p in zip(late.ts, latest, promised)
             ]
             self.dead_letters.late(self.name, late.rows(), [int(t) for t in late.ts], reasons)
 

@@ -112,7 +112,7 @@ def pairs(b: Batch | None) -> list[tuple[int, int]]:
 
 def test_reorderer_in_order_with_zero_delay_releases_all_but_the_last_instant():
     r = Reorderer(0)
-    late, _ = r.late_mask(np.array([1, 2, 2, 3], dtype=np.int64))
+    late, _, _ = r.late_mask(np.array([1, 2, 2, 3], dtype=np.int64))
     assert not late.any()
     out = r.push(rbatch([(1, 10), (2, 20), (2, 21), (3, 30)]))
     assert pairs(out) == [(1, 10), (2, 20), (2, 21)]
@@ -123,7 +123,7 @@ def test_reorderer_in_order_with_zero_delay_releases_all_but_the_last_instant():
 def test_reorderer_sorts_within_max_delay_stably():
     r = Reorderer(3)
     elems = [(5, 1), (3, 2), (5, 3), (4, 4), (3, 5), (2, 6)]
-    late, _ = r.late_mask(np.array([t for t, _ in elems], dtype=np.int64))
+    late, _, _ = r.late_mask(np.array([t for t, _ in elems], dtype=np.int64))
     assert not late.any()
     assert pairs(r.push(rbatch(elems))) == []  # watermark 5 - 3 - 1 = 1
     assert r.watermark == 1
@@ -132,13 +132,13 @@ def test_reorderer_sorts_within_max_delay_stably():
 
 def test_reorderer_late_mask_uses_the_running_maximum():
     r = Reorderer(2)
-    late, latest = r.late_mask(np.array([10, 8, 7, 12, 9, 10], dtype=np.int64))
+    late, latest, _ = r.late_mask(np.array([10, 8, 7, 12, 9, 10], dtype=np.int64))
     # 7 < 10 - 2 is late; 9 < 12 - 2 is late; 8 and 10 are within the bound.
     assert late.tolist() == [False, False, True, False, True, False]
     assert latest.tolist()[1:] == [10, 10, 10, 12, 12]  # the latest before each element
     assert r.max_seen == 12
     # The maximum carries over to the next call.
-    late, latest = r.late_mask(np.array([9, 10], dtype=np.int64))
+    late, latest, _ = r.late_mask(np.array([9, 10], dtype=np.int64))
     assert late.tolist() == [True, False]
     assert latest.tolist() == [12, 12]
 
@@ -147,7 +147,7 @@ def test_reorderer_across_pushes():
     r = Reorderer(1)
 
     def push(elems):
-        late, _ = r.late_mask(np.array([t for t, _ in elems], dtype=np.int64))
+        late, _, _ = r.late_mask(np.array([t for t, _ in elems], dtype=np.int64))
         assert not late.any()
         return pairs(r.push(rbatch(elems)))
 
@@ -335,3 +335,59 @@ def test_source_state_size_counts_held_back_elements():
     op.run(1 << 20)
     rows, nbytes = op.state_size()
     assert rows == 3 and nbytes > 0
+
+
+# -- heartbeats carried by the records ----------------------------------------------------------
+
+
+def test_reorderer_record_heartbeats_release_before_max_delay_and_mark_breakers_late():
+    r = Reorderer(100)
+    ts = np.array([12, 15, 13, 14], dtype=np.int64)
+    promises = np.array([12, 13, 13, 11], dtype=np.int64)  # field + offset of each record
+    late, _, promised = r.late_mask(ts, promises)
+    assert not late.any()  # 13 is not below 13, the promise made before it
+    assert promised.tolist()[1:] == [12, 13, 13]
+    # Without the promise max_delay 100 would hold everything back; with it, up to 12.
+    assert r.watermark == 12
+    assert pairs(r.push(rbatch([(12, 1), (15, 2), (13, 3), (14, 4)]))) == [(12, 1)]
+    late, _, promised = r.late_mask(np.array([12, 16], dtype=np.int64), None)
+    assert late.tolist() == [True, False] and promised.tolist() == [13, 13]
+
+
+def test_source_heartbeat_field_releases_early_and_dead_letters_breakers():
+    dl = FakeDeadLetters()
+    # x is the heartbeat field: each record promises no later timestamp below x + 2.
+    op, r = source(
+        [chunk([(12, 10), (15, 11), (13, 11)]), chunk([(12, 9), (16, 14)])],
+        max_delay=100,
+        late_policy="dead_letter",
+        dead_letters=dl,
+        heartbeat=(0, 2),
+    )
+    op.run(1 << 20)
+    first = read_all(r)
+    assert stream_values(first) == [(12, 10)]  # released by the promise, not by max_delay
+    assert first.heartbeats == [12]
+    run_to_end(op)
+    rest = read_all(r)
+    assert stream_values(rest) == [(13, 11), (15, 11), (16, 14)]
+    assert op.late_count == 1
+    [(_, row, t, reason)] = dl.lates
+    assert (row, t) == ((9,), 12)
+    assert "below 13" in reason and "heartbeat" in reason
+
+
+def test_source_null_heartbeat_field_promises_nothing():
+    q = Queue("out")
+    reader = q.reader()
+    c = Chunk(
+        (pa.array([None, None], type=pa.int64()),),
+        np.array([5, 3], dtype=np.int64),
+        np.ones(2, dtype=np.int8),
+        np.arange(2, dtype=np.int64),
+    )
+    op = SourceOperator("S", q, FakeReader([c]), column_names=["x"], max_delay=10, heartbeat=(0, 0))
+    op.out_types = [INT]
+    run_to_end(op)
+    assert stream_values(read_all(reader)) == [(3, None), (5, None)]
+    assert op.late_count == 0

@@ -118,6 +118,14 @@ def test_late_elements_to_dead_letter_keep_every_column(tmp_path):
     assert plan.source_columns["T"] == ()
 
 
+def test_a_heartbeat_field_is_read_even_when_no_query_uses_it(tmp_path):
+    header = HEADER.replace("    source: {type: file, path: s.parquet}",
+                            "    heartbeat: {field: b, offset: 5}\n"
+                            "    source: {type: file, path: s.parquet}")
+    plan = compile_queries(tmp_path, header, q="SELECT Rstream(a) FROM S [Now]")
+    assert plan.source_columns["S"] == ("a", "b")
+
+
 def test_unread_source_uses_nothing_and_explain_shows_it(tmp_path):
     plan = compile_queries(tmp_path, q="SELECT Rstream(a, b) FROM S [Now]")
     assert plan.source_columns["T"] == ()

@@ -46,7 +46,7 @@ extra: 1
         "6:35: column name '9x' in stream 'Requests' is not an identifier (letters, digits and "
         "'_', not starting with a digit)",
         "7:5: unknown key 'sorce' in stream 'Requests' (expected one of: schema, timestamp, "
-        "source, max_delay, late)",
+        "source, max_delay, late, heartbeat)",
         "8:52: format of the source of stream 'Requests': off was read as a boolean; quote it "
         "(must be one of csv, jsonl, parquet)",
         "8:68: delimiter of the source of stream 'Requests' must be a single character, got ';;'",
@@ -364,3 +364,32 @@ def test_unknown_tag_is_reported_with_the_rest(problems):
         "3:1: unknown key 'extra' (expected one of: version, name, time_unit, streams, "
         "relations, queries, dead_letter)",
     ]
+
+
+def test_heartbeat_field_must_be_an_int_or_timestamp_column(problems):
+    text = HEADER + """\
+streams:
+  S:
+    schema: {ts: int, a: string}
+    timestamp: ts
+    heartbeat: {field: a, offset: 1 second}
+    source: {type: file, path: data/s.csv}
+  T:
+    schema: {ts: int}
+    timestamp: ts
+    heartbeat: {field: b}
+    source: {type: file, path: data/s.csv}
+"""
+    assert problems(text) == [
+        "7:24: stream 'S': heartbeat field 'a' must be an int or timestamp column, not string",
+        "12:24: stream 'T': heartbeat field 'b' is not in its schema (ts)",
+    ]
+    missing = HEADER + """\
+streams:
+  U:
+    schema: {ts: int}
+    timestamp: ts
+    heartbeat: {offset: 3}
+    source: {type: file, path: data/s.csv}
+"""
+    assert problems(missing) == ["7:5: missing key 'field' in the heartbeat of stream 'U'"]

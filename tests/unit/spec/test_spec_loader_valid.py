@@ -173,3 +173,26 @@ def test_unreadable_file_is_a_spec_error(tmp_path):
     with pytest.raises(SpecErrors) as caught:
         load_pipeline(tmp_path / "missing.yaml")
     assert str(caught.value).startswith(f"{tmp_path / 'missing.yaml'}: cannot read pipeline file")
+
+
+def test_heartbeat_field_and_offset_in_time_units(load):
+    spec = load("""\
+version: 1
+name: p
+time_unit: ms
+streams:
+  Closed:
+    schema: {id: int, opened: timestamp, expires: timestamp}
+    timestamp: expires
+    max_delay: 10 minutes
+    heartbeat: {field: opened, offset: 10 seconds}
+    source: {type: file, path: data/s.csv}
+  Plain:
+    schema: {ts: int}
+    timestamp: ts
+    heartbeat: {field: ts}
+    source: {type: file, path: data/s.csv}
+""")
+    assert spec.streams["Closed"].heartbeat == ("opened", 10_000)
+    assert spec.streams["Closed"].max_delay == 600_000
+    assert spec.streams["Plain"].heartbeat == ("ts", 0)
