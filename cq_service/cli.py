@@ -144,7 +144,7 @@ app.add_typer(bench_app, name="bench")
 @bench_app.command("nexmark")
 def bench_nexmark(
     quick: bool = typer.Option(False, help="a small input, one repeat: the CI check"),
-    events: int = typer.Option(10_000_000, help="events to generate (ignored with --quick)"),
+    events: int = typer.Option(5_000_000, help="events to generate (ignored with --quick)"),
     repeat: int = typer.Option(3, help="runs per engine and query; the median counts"),
     queries: str = typer.Option(",".join(f"q{i}" for i in range(9)), help="comma-separated"),
     engines: str = typer.Option("cq,spark,flink", help="comma-separated: cq, spark, flink"),

@@ -173,7 +173,8 @@ def run_benchmark(
             cq.half_state_bytes = info.get("state_bytes")
             if latency_seconds > 0 and cq.events_per_s:
                 pace = cq.events_per_s / 2
-                n = max(10_000, int(pace * latency_seconds))
+                # At most the benchmark's own input: a fast query replays it in less time.
+                n = min(events, max(10_000, int(pace * latency_seconds)))
                 # The replay spans as much event time as the full input does (windows, auction
                 # lifetimes), with fewer events in it.
                 rate = nexmark.DEFAULT_RATE * n / events
