@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         def observe(_query: str, ts: np.ndarray) -> None:
             writes.append((time.perf_counter(), ts.copy()))
 
-        batch_rows = args.batch_rows if args.pace is None else min(args.batch_rows, 4096)
+        batch_rows = args.batch_rows
         report = run_pipeline(
             compiled, batch_rows=batch_rows, observer=observe if args.pace else None
         )

@@ -29,7 +29,7 @@ from cq_service.bench.comparable import compare, restrict
 from cq_service.bench.procmem import run_measured
 from cq_service.io import nexmark
 
-__all__ = ["ENGINES", "QUERIES", "Cell", "Row", "run_benchmark"]
+__all__ = ["ENGINES", "QUERIES", "Cell", "Row", "load", "measure_latency", "run_benchmark", "save"]
 
 QUERIES = tuple(f"q{i}" for i in range(9))
 ENGINES = ("cq", "spark", "flink")
@@ -171,25 +171,47 @@ def run_benchmark(
                 timeout,
             )
             cq.half_state_bytes = info.get("state_bytes")
-            if latency_seconds > 0 and cq.events_per_s:
-                pace = cq.events_per_s / 2
-                # At most the benchmark's own input: a fast query replays it in less time.
-                n = min(events, max(10_000, int(pace * latency_seconds)))
-                # The replay spans as much event time as the full input does (windows, auction
-                # lifetimes), with fewer events in it.
-                rate = nexmark.DEFAULT_RATE * n / events
-                say(f"{q} latency on cq at {pace:,.0f} events/s")
-                info, _ = _run(
-                    "cq",
-                    ["--query", q, "--events", str(n), "--pace", str(pace), "--rate", str(rate),
-                     "--out", str(work / f"cq-{q}-paced.parquet")],
-                    timeout,
-                )
-                cq.latency_ms = info.get("latency_ms")
-                if cq.latency_ms is not None:
-                    cq.latency_ms["pace"] = pace
+            if latency_seconds > 0:
+                measure_latency(row, events, latency_seconds, work, timeout, say)
         rows.append(row)
     return rows
+
+
+def measure_latency(
+    row: Row, events: int, seconds: float, work: Path, timeout: float = 1800.0, say=None
+) -> None:
+    """Our engine's p50/p99 latency for `row`'s query: a real-time replay at half the
+    throughput measured for it, for `seconds` or `events` events, whichever is fewer."""
+    cq = row.cells["cq"]
+    if not cq.events_per_s:
+        return
+    pace = cq.events_per_s / 2
+    # At most the benchmark's own input: a fast query replays it in less time.
+    n = min(events, max(10_000, int(pace * seconds)))
+    # The replay spans as much event time as the full input does (windows, auction
+    # lifetimes), with fewer events in it.
+    rate = nexmark.DEFAULT_RATE * n / events
+    if say:
+        say(f"{row.query} latency on cq at {pace:,.0f} events/s")
+    info, _ = _run(
+        "cq",
+        ["--query", row.query, "--events", str(n), "--pace", str(pace), "--rate", str(rate),
+         "--out", str(work / f"cq-{row.query}-paced.parquet")],
+        timeout,
+    )
+    cq.latency_ms = info.get("latency_ms")
+    if cq.latency_ms is not None:
+        cq.latency_ms["pace"] = pace
+
+
+def load(folder: Path) -> tuple[list[Row], dict]:
+    """The rows and meta of a `save`d run."""
+    doc = json.loads((folder / "nexmark.json").read_text())
+    rows = [
+        Row(r["query"], {e: Cell(**c) for e, c in r["cells"].items()}, r["floor_events_per_s"])
+        for r in doc["rows"]
+    ]
+    return rows, doc["meta"]
 
 
 def disagreements(rows: list[Row]) -> list[str]:

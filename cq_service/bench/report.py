@@ -40,7 +40,8 @@ def table(rows: list[Row], meta: dict) -> str:
     )
     lines = [
         f"NEXMark, {meta['events']:,} events ({meta['seed_note']}), median of {meta['repeat']}; "
-        f"{meta['machine']}; {meta['date']}.",
+        f"{meta['machine']}; {meta['date']}"
+        + (f" ({meta['latency_note']})." if meta.get("latency_note") else "."),
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
