@@ -162,11 +162,17 @@ def bench_nexmark(
 
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from cq_service.bench.nexmark import ENGINES, QUERIES, disagreements, run_benchmark, save
+    from cq_service.bench.nexmark import (
+        ENGINES,
+        QUERIES,
+        disagreements,
+        load,
+        measure_latency,
+        run_benchmark,
+        save,
+    )
 
     if latency_only:
-        from cq_service.bench.nexmark import load, measure_latency, save
-
         rows, meta = load(out)
         work.mkdir(parents=True, exist_ok=True)
         for row in rows:

@@ -98,9 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         def observe(_query: str, ts: np.ndarray) -> None:
             writes.append((time.perf_counter(), ts.copy()))
 
-        batch_rows = args.batch_rows
         report = run_pipeline(
-            compiled, batch_rows=batch_rows, observer=observe if args.pace else None
+            compiled, batch_rows=args.batch_rows, observer=observe if args.pace else None
         )
         table = pq.read_table(raw)
     latency = None

@@ -41,10 +41,17 @@ def merge_ticks(*ticks: np.ndarray) -> np.ndarray:
     # Each part is sorted: a stable sort (a merge of runs) is far cheaper than np.unique's.
     merged = np.concatenate(parts)
     merged.sort(kind="stable")
-    keep = np.empty(len(merged), dtype=bool)
+    return unique_sorted(merged)
+
+
+def unique_sorted(ts: np.ndarray) -> np.ndarray:
+    """The distinct values of a sorted array."""
+    if len(ts) <= 1:
+        return ts
+    keep = np.empty(len(ts), dtype=bool)
     keep[0] = True
-    np.not_equal(merged[1:], merged[:-1], out=keep[1:])
-    return merged[keep]
+    np.not_equal(ts[1:], ts[:-1], out=keep[1:])
+    return ts[keep]
 
 
 class Batch:

@@ -11,19 +11,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cq_service.engine.batch import Batch
+from cq_service.engine.batch import Batch, unique_sorted
 
 __all__ = ["canonical_order", "consolidate", "expand", "row_codes", "unique_sorted"]
-
-
-def unique_sorted(ts: np.ndarray) -> np.ndarray:
-    """The distinct values of a sorted array."""
-    if len(ts) <= 1:
-        return ts
-    keep = np.empty(len(ts), dtype=bool)
-    keep[0] = True
-    np.not_equal(ts[1:], ts[:-1], out=keep[1:])
-    return ts[keep]
 
 
 def consolidate(batch: Batch) -> Batch:

@@ -227,8 +227,6 @@ def open_source(
         raise SourceError(
             f"{stream.name}: unsupported source {kind!r} (supported: {known})", stream.source.span
         )
-    if columns is None:
-        return factory(stream, time_unit, batch_rows)
     return factory(stream, time_unit, batch_rows, columns=columns)
 
 

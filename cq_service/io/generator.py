@@ -13,7 +13,8 @@ With ``pace: P`` the source replays in real time: event number k (counting every
 available P events per wall-clock second after the first read of any paced source in the
 process with the same seed, rate and pace; each read returns what is due (at most `batch_rows`),
 sleeping until something is. A paced source generates all its events when it opens, so the
-replay runs at its pace whatever the generator's own speed. `replay_time(...)` says when the replay reached an event time.
+replay runs at its pace whatever the generator's own speed. `replay_time(...)` says when the
+replay reached an event time.
 """
 
 from __future__ import annotations
@@ -92,6 +93,7 @@ class NexmarkSource(SourceReader):
             self._tables = iter(list(self._tables))
         self._pending: pa.Table | None = None
         self._next_row = 0
+        self._read: list[str] | None = None  # the columns read: needed, and not left unread
 
     def _next_table(self) -> pa.Table | None:
         if self._pending is None or self._pending.num_rows == 0:
@@ -123,9 +125,11 @@ class NexmarkSource(SourceReader):
             first = self._next_row
             self._next_row += n
             positions = np.arange(first, first + n, dtype=np.int64)
-            types = {f.name: f.type for f in table.schema}
-            unread = self.layout.unread(self.columns_used, types)
-            values = {c: table.column(c) for c in self.layout.needed if c in types and c not in unread}
+            if self._read is None:  # every table of a kind has the same schema
+                types = {f.name: f.type for f in table.schema}
+                unread = self.layout.unread(self.columns_used, types)
+                self._read = [c for c in self.layout.needed if c in types and c not in unread]
+            values = {c: table.column(c) for c in self._read}
             return self.layout.assemble(
                 values, n, positions + 1, positions, lambda i, t=table: str(t.slice(i, 1).to_pylist()[0])
             )

@@ -26,8 +26,6 @@ from cq_service.plan.physical import PhysicalPlan
 
 __all__ = ["needed_positions", "prune_source_columns", "source_columns"]
 
-_ALL = None  # "every column" marker in the walk
-
 
 def _refs(*exprs: L.BExpr | None) -> set[int]:
     out: set[int] = set()

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 from cq_service.cql.logical import BExpr
 from cq_service.engine.batch import Batch, merge_ticks
 from cq_service.engine.expressions import compile_expr, compile_predicate
+from cq_service.engine.fifo import oldest_retracted
 from cq_service.engine.operators.base import MultiInputOperator
 from cq_service.engine.queues import Queue, QueueReader
 
@@ -306,26 +307,13 @@ class _Side:
         """The common case of a window's input: insertions, and retractions of the oldest rows
         in insertion order. Then the synopsis is a FIFO: drop the retracted rows from its
         front, no pass over it needed. Returns False (nothing done) in any other case."""
-        if self._retractions or self._nonunit or not bool((np.abs(w) == 1).all()):
+        if self._retractions or self._nonunit:
             return False
-        minus = np.flatnonzero(w < 0)
-        if len(minus) == 0:
+        found = oldest_retracted(cols, w, len(self), self._head_columns)
+        if found is None:
             return False
-        plus = np.flatnonzero(w > 0)
-        pi, mi = pa.array(plus), pa.array(minus)
-        k, old = len(minus), len(self)
-        if not cols or k > old + len(plus):
-            return False
-        new = [c.take(pi) for c in cols]
-        head = self._head_columns(min(k, old)) if old else [c.slice(0, 0) for c in new]
-        if k > old:
-            head = [pa.concat_arrays([h, c.slice(0, k - old)]) for h, c in zip(head, new)]
-        for h, col in zip(head, cols):
-            gone = col.take(mi)
-            same = pc.or_kleene(pc.equal(h, gone), pc.and_(h.is_null(), gone.is_null()))
-            if not pc.all(same.fill_null(False)).as_py():
-                return False
-        self._append(new, [x.take(pi) for x in keys], np.ones(len(plus), np.int64))
+        new, pi, k = found
+        self._append(new, [x.take(pi) for x in keys], np.ones(len(pi), np.int64))
         self._expire(k)
         return True
 

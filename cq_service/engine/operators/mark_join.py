@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from cq_service.cql.logical import BExpr, Call, ColRef
 from cq_service.engine.batch import Batch
 from cq_service.engine.expressions import compile_expr
+from cq_service.engine.fifo import oldest_retracted
 from cq_service.engine.operators.base import MultiInputOperator
 from cq_service.engine.operators.join import key_tuples
 from cq_service.engine.queues import Queue, QueueReader
@@ -435,7 +436,7 @@ class _Bag:
         if not minus.any():
             self._append(cols, probe, w)
             return
-        if self._expire_oldest(cols, probe, w, minus):
+        if self._expire_oldest(cols, probe, w):
             return
         self._append(cols, probe, w)
         self._loose += int(minus.sum())
@@ -459,37 +460,23 @@ class _Bag:
         self.nbytes += _nbytes(cols, probe, w)
         self._nonunit += int((w != 1).sum())
 
-    def _expire_oldest(
-        self, cols: list[pa.Array], probe: pa.Array | None, w: np.ndarray, minus: np.ndarray
-    ) -> bool:
+    def _expire_oldest(self, cols: list[pa.Array], probe: pa.Array | None, w: np.ndarray) -> bool:
         """Insertions, and retractions of the oldest rows in order: drop those from the front.
         Returns False (nothing done) in any other case."""
-        if self._loose or self._nonunit or not cols or not bool((np.abs(w) == 1).all()):
+        if self._loose or self._nonunit:
             return False
-        mi = np.flatnonzero(minus)
-        plus = np.flatnonzero(~minus)
-        k = len(mi)
-        if k > self.rows + len(plus):
+        found = oldest_retracted(cols, w, self.rows, self._head)
+        if found is None:
             return False
-        pi = pa.array(plus)
-        new = [c.take(pi) for c in cols]
-        head = self._head(min(k, self.rows), new)
-        if k > self.rows:
-            head = [pa.concat_arrays([h, c.slice(0, k - self.rows)]) for h, c in zip(head, new)]
-        gone_idx = pa.array(mi)
-        for h, c in zip(head, cols):
-            gone = c.take(gone_idx)
-            same = pc.or_kleene(pc.equal(h, gone), pc.and_(h.is_null(), gone.is_null()))
-            if not pc.all(same.fill_null(False)).as_py():
-                return False
+        new, pi, k = found
         kept = probe.take(pi) if probe is not None else None
-        self._append(new, kept, np.ones(len(plus), np.int64))
+        self._append(new, kept, np.ones(len(pi), np.int64))
         self._drop_front(k)  # may reach into the rows just appended
         return True
 
-    def _head(self, k: int, like: list[pa.Array]) -> list[pa.Array]:
-        """The columns of the first k rows (typed like `like` when there are none)."""
-        parts: list[list[pa.Array]] = [[c.slice(0, 0) for c in like]]
+    def _head(self, k: int) -> list[pa.Array]:
+        """The columns of the first k rows (1 ≤ k ≤ rows)."""
+        parts: list[list[pa.Array]] = []
         for cols, _, w in self._chunks:
             if k <= 0:
                 break
