@@ -119,13 +119,19 @@ class RawChunk:
     `columns` are Arrow arrays typed per the stream schema, in schema order; `ts` (int64) the
     timestamps in time_unit; `ops` (int8) +1 insert / -1 delete; `record` (int64) the record
     number of each element (see `DeadRecord`). `dead` lists the malformed records met while
-    reading this chunk, in file order."""
+    reading this chunk, in file order.
+
+    Live sources (Kafka) may also give `partition` (int32, the partition of each element; its
+    `record` is then the offset in that partition) and `heartbeat`: no element read later has
+    a timestamp at or below it. A live source with nothing new returns an empty chunk, not None."""
 
     columns: tuple[pa.Array, ...]
     ts: np.ndarray
     ops: np.ndarray
     record: np.ndarray
     dead: list[DeadRecord] = field(default_factory=list)
+    partition: np.ndarray | None = None
+    heartbeat: int | None = None
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -138,6 +144,10 @@ class SourceReader(ABC):
     """Reads one stream's or relation's source incrementally.
 
     Memory is bounded by `batch_rows` records, never by the size of the source.
+
+    `live` is set by `open_source`: False (``cq run``) means read what the source holds now and
+    end; True (``cq serve``) means follow the source for new records, returning empty chunks
+    while there are none. File sources ignore it.
 
     `columns`, when given, names the schema columns the pipeline uses. A reader may then leave
     the others out and give them as NULLs of their type — but only where that cannot change
@@ -156,6 +166,7 @@ class SourceReader(ABC):
         self.time_unit = time_unit
         self.batch_rows = batch_rows
         self.columns_used = None if columns is None else frozenset(columns)
+        self.live = False
 
     @abstractmethod
     def read(self) -> RawChunk | None:
@@ -217,9 +228,11 @@ def open_source(
     time_unit: str,
     batch_rows: int = 65536,
     columns: Collection[str] | None = None,
+    live: bool = False,
 ) -> SourceReader:
     """A reader for `stream`'s source, chosen by its type and format; `columns` (optional)
-    names the schema columns used (see `SourceReader`)."""
+    names the schema columns used, `live` whether to follow it for new records (see
+    `SourceReader`)."""
     kind = _kind(stream.source)
     factory = SOURCES.get(kind) or SOURCES.get(stream.source.type)
     if factory is None:
@@ -227,7 +240,9 @@ def open_source(
         raise SourceError(
             f"{stream.name}: unsupported source {kind!r} (supported: {known})", stream.source.span
         )
-    return factory(stream, time_unit, batch_rows, columns=columns)
+    reader = factory(stream, time_unit, batch_rows, columns=columns)
+    reader.live = live
+    return reader
 
 
 # -- sinks ---------------------------------------------------------------------------------------
