@@ -18,7 +18,7 @@ from cq_service.io import open_sink, open_source
 from cq_service.io.base import DeadRecord, LateElement, Sink
 from cq_service.io.dead_letter import DeadLetterSink
 
-__all__ = ["RunReport", "run_pipeline"]
+__all__ = ["DeadLetterRouter", "RunReport", "run_pipeline"]
 
 
 @dataclass
@@ -31,7 +31,7 @@ class RunReport:
     sinks: dict[str, int] = field(default_factory=dict)
 
 
-class _DeadLetters:
+class DeadLetterRouter:
     """The engine's dead-letter seam, writing to the pipeline's dead-letter sink."""
 
     def __init__(self, sink: DeadLetterSink, columns: dict[str, list[str]]):
@@ -101,7 +101,7 @@ def run_pipeline(
         readers=readers,
         writers=writers,
         options=options,
-        dead_letters=_DeadLetters(dead_sink, columns),
+        dead_letters=DeadLetterRouter(dead_sink, columns),
         policy=make_policy(policy),
     )
     start = time.perf_counter()

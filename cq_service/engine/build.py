@@ -33,7 +33,7 @@ from cq_service.engine.queues import Queue, QueueReader
 from cq_service.engine.scheduler import SchedulingPolicy
 from cq_service.plan.physical import PhysicalNode, PhysicalPlan
 
-__all__ = ["SourceOptions", "build_executor"]
+__all__ = ["SourceOptions", "build_executor", "make_operator", "make_source"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,13 @@ def build_executor(
     return Executor(operators, list(queues.values()), policy, budget)
 
 
+def make_operator(node: PhysicalNode, ins: list[QueueReader], out: Queue) -> Operator:
+    """The operator of a plan node other than a source, reading `ins`, writing `out`."""
+    op = _make(node, ins, out, {}, {}, None)
+    op.out_types = node.types
+    return op
+
+
 def _make(
     node: PhysicalNode,
     ins: list[QueueReader],
@@ -89,13 +96,24 @@ def _make(
 
 
 def _source(op: L.Source, name, ins, out, *, readers, options, dead_letters) -> Operator:
-    o = options.get(op.name, SourceOptions(is_relation=op.is_relation))
+    return make_source(op, out, readers.get(op.name), options.get(op.name), dead_letters)
+
+
+def make_source(
+    op: L.Source,
+    out: Queue,
+    reader: ChunkReader | None,
+    options: SourceOptions | None,
+    dead_letters: DeadLetters | None,
+) -> SourceOperator:
+    """The operator reading source `op` with `reader` into `out`."""
+    o = options or SourceOptions(is_relation=op.is_relation)
     names = [f.name for f in op.schema]
     heartbeat = None if o.heartbeat is None else (names.index(o.heartbeat[0]), o.heartbeat[1])
     return SourceOperator(
         op.name,
         out,
-        readers.get(op.name),  # type: ignore[arg-type]
+        reader,  # type: ignore[arg-type]
         is_relation=op.is_relation,
         max_delay=o.max_delay,
         late_policy=o.late,

@@ -3,6 +3,10 @@
 It also keeps the pipeline's clock: while some sources are still reading, a source that is
 exhausted follows the slowest active source's heartbeat; when every source is exhausted, all of
 them send the final heartbeat at the largest timestamp seen (docs/semantics.md, end of input).
+
+`run` is for finite inputs (``cq run``). A live worker instead polls its sources itself and
+calls `drain` to run everything downstream of them; its plan may change between calls
+(`replace_plan`).
 """
 
 from __future__ import annotations
@@ -25,15 +29,59 @@ class Executor:
         policy: SchedulingPolicy | None = None,
         budget: int = 65_536,
     ):
+        self.policy = policy or RoundRobin()
+        self.budget = budget
+        self.steps = 0
+        self._clock = NEVER
+        self.replace_plan(operators, queues)
+
+    def replace_plan(self, operators: list[Operator], queues: list[Queue]) -> None:
+        """Run these operators from now on (a live worker adds and removes queries)."""
         self.operators = operators
         self.queues = queues
         self.sources = [op for op in operators if isinstance(op, SourceOperator)]
         self.sinks = [op for op in operators if isinstance(op, SinkOperator)]
-        self.policy = policy or RoundRobin()
-        self.budget = budget
+        self.downstream = [op for op in operators if not isinstance(op, SourceOperator)]
+        old = getattr(self, "memory", None)
         self.memory = MemoryMonitor(operators, queues)
-        self.steps = 0
-        self._clock = NEVER
+        if old is not None:
+            self.memory.peak_total_bytes = old.peak_total_bytes
+        self.memory.sample()
+
+    def drain(self, max_steps: int = 1_000_000) -> int:
+        """Run every operator but the sources until none is runnable (or `max_steps`);
+        returns the steps taken."""
+        steps = 0
+        while steps < max_steps:
+            op = self.policy.choose(self.downstream)
+            if op is None:
+                break
+            op.run(self.budget)
+            self.steps += 1
+            steps += 1
+            self.memory.sample(op)
+        return steps
+
+    def follow_clocks(self) -> None:
+        """Live: exhausted sources and followers (stored relations) move with the slowest
+        source still reading."""
+        leaders = [s for s in self.sources if not s.exhausted and not s.follows_clock]
+        if leaders:
+            clock = min(s.watermark for s in leaders)
+        else:
+            seen = [s.max_seen for s in self.sources if s.max_seen != NEVER]
+            clock = max(seen) if seen else NEVER
+        if clock == NEVER:
+            return
+        for s in self.sources:
+            if s.exhausted:
+                s.follow_clock(clock)
+            elif s.follows_clock:
+                s.follow_live(clock)
+
+    def queued_rows(self) -> int:
+        """Elements waiting in queues (the live worker pauses its sources above a budget)."""
+        return sum(q.rows for q in self.queues)
 
     def run(self) -> None:
         """Run until every source is exhausted and every queue drained; then flush sinks."""

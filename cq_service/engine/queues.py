@@ -15,6 +15,8 @@ from cq_service.engine.batch import Batch
 
 __all__ = ["Heartbeat", "Item", "Queue", "QueueReader"]
 
+_DETACHED = 1 << 62  # the cursor of a detached reader: past every item
+
 
 @dataclass(frozen=True, slots=True)
 class Heartbeat:
@@ -31,7 +33,8 @@ class Queue:
         self.name = name
         self._items: deque[Item] = deque()
         self._base = 0  # absolute index of _items[0]
-        self._cursors: list[int] = []
+        self._cursors: list[int] = []  # detached readers hold _DETACHED
+        self.readers = 0  # readers still attached
         self.rows = 0
         self.bytes = 0
         self.peak_rows = 0
@@ -40,10 +43,25 @@ class Queue:
 
     def reader(self) -> QueueReader:
         self._cursors.append(self._base + len(self._items))
+        self.readers += 1
         return QueueReader(self, len(self._cursors) - 1)
 
+    def detach(self, reader: QueueReader) -> None:
+        """Stop `reader` (an operator removed from a running engine) holding items back."""
+        if self._cursors[reader.index] == _DETACHED:
+            return
+        self._cursors[reader.index] = _DETACHED
+        self.readers -= 1
+        if self.readers == 0:
+            self._items.clear()
+            self._base = 0
+            self._cursors = [_DETACHED] * len(self._cursors)
+            self.rows = self.bytes = 0
+        else:
+            self._release()
+
     def push(self, item: Item) -> None:
-        if not self._cursors:
+        if not self.readers:
             return  # nobody reads this queue
         self._items.append(item)
         if isinstance(item, Batch):
@@ -73,7 +91,7 @@ class Queue:
         return self._base + len(self._items) - self._cursors[reader]
 
     def _release(self) -> None:
-        low = min(self._cursors)
+        low = min(self._cursors)  # detached readers never hold anything back
         while self._base < low and self._items:
             item = self._items.popleft()
             self._base += 1

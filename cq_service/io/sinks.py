@@ -11,7 +11,8 @@ is quoted when it holds a comma, a quote or a line break, or is empty; floats as
 ``NaN``, ``Infinity`` and ``-Infinity``. parquet: columns ``_ts`` (int64), ``_op`` (string),
 then the result columns, one row group per `row_group_rows` elements (option, default 65536).
 
-File sinks create missing parent folders and truncate the file when opened.
+File sinks create missing parent folders and truncate the file when opened (``cq run``); under
+``cq serve`` jsonl file sinks append instead, so a restarted worker keeps earlier results.
 """
 
 from __future__ import annotations
@@ -191,7 +192,9 @@ def _open_for_write(spec: SinkSpec) -> BinaryIO:
         parent = os.path.dirname(path)
         if parent:
             os.makedirs(parent, exist_ok=True)
-        return open(path, "wb", buffering=1 << 20)
+        # The worker appends (`append` option): a restarted worker must not erase results.
+        mode = "ab" if spec.options.get("append") else "wb"
+        return open(path, mode, buffering=1 << 20)
     except OSError as e:
         raise SinkError(f"cannot open {path} for writing: {e.strerror}", spec.span) from None
 

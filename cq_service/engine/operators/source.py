@@ -119,6 +119,24 @@ class SourceOperator(Operator):
         if self.exhausted:
             self.emit_heartbeat(max(clock, self.max_seen))
 
+    @property
+    def follows_clock(self) -> bool:
+        """A live source whose time moves with the other sources' (a stored relation)."""
+        return bool(getattr(self.reader, "follows_clock", False))
+
+    def follow_live(self, clock: int) -> None:
+        """Move a live follower's time to `clock`: what it holds up to there is released, and
+        an update it reads later at or below `clock` is late."""
+        if clock == NEVER or clock <= self.watermark:
+            return
+        self.reorder.promised = max(int(self.reorder.promised), clock + 1)
+        self._emit(self.reorder.push(self.empty()))
+        self.emit_heartbeat(self.reorder.watermark)
+
+    def relation_content(self) -> list[tuple[tuple, int]]:
+        """A relation source's tuples with their multiplicities, as of its last heartbeat."""
+        return list(self._relation.items()) if self._relation is not None else []
+
     def _promises(self, batch: Batch) -> np.ndarray | None:
         if self.heartbeat is None or len(batch) == 0:
             return None

@@ -1,0 +1,173 @@
+"""An engine whose queries change while it runs (the worker's engine).
+
+Sources are shared by every query that reads them and live as long as the worker. Queries come
+in groups — the queries of one deployment change — planned together, so equal subplans within a
+group run once; groups share only the sources. Each group reads a source through a `Gate`, so a
+query added while the engine runs starts at the source's current time (and a restarted worker
+can rebuild it exactly). Removing a query removes the operators no remaining query of its group
+uses; the other queries and their state are untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from cq_service.cql import logical as L
+from cq_service.engine.batch import Batch
+from cq_service.engine.build import SourceOptions, make_operator, make_source
+from cq_service.engine.executor import Executor
+from cq_service.engine.operators.base import NEVER, Operator
+from cq_service.engine.operators.gate import Gate
+from cq_service.engine.operators.sink import ResultWriter, SinkOperator
+from cq_service.engine.operators.source import ChunkReader, DeadLetters, SourceOperator
+from cq_service.engine.queues import Queue
+from cq_service.engine.scheduler import SchedulingPolicy
+from cq_service.plan.physical import PhysicalPlan
+
+__all__ = ["LiveEngine"]
+
+
+@dataclass
+class _Group:
+    """Operators added together; `owners[id(op)]` are the queries still using op."""
+
+    operators: list[Operator] = field(default_factory=list)
+    queues: dict[int, Queue] = field(default_factory=dict)  # id(op) -> its output queue
+    owners: dict[int, set[str]] = field(default_factory=dict)
+
+
+class LiveEngine:
+    def __init__(self, policy: SchedulingPolicy | None = None, budget: int = 65_536):
+        self.executor = Executor([], [], policy, budget)
+        self.sources: dict[str, SourceOperator] = {}  # by source key
+        self._groups: list[_Group] = []
+        self._group_of: dict[str, _Group] = {}  # query -> its group
+        self.sinks: dict[str, SinkOperator] = {}  # query -> its sink
+
+    # -- sources --------------------------------------------------------------------------------
+
+    def add_source(
+        self,
+        key: str,
+        source: L.Source,
+        reader: ChunkReader,
+        options: SourceOptions,
+        dead_letters: DeadLetters | None = None,
+    ) -> SourceOperator:
+        op = make_source(source, Queue(f"source {key}"), reader, options, dead_letters)
+        op.out_types = [f.type for f in source.schema]
+        self.sources[key] = op
+        self._rebuild()
+        return op
+
+    def remove_source(self, key: str) -> SourceOperator:
+        op = self.sources.pop(key)
+        self._rebuild()
+        return op
+
+    def readers_of(self, key: str) -> int:
+        """Operators reading source `key`."""
+        return self.sources[key].output.readers
+
+    # -- queries --------------------------------------------------------------------------------
+
+    @property
+    def queries(self) -> list[str]:
+        return list(self._group_of)
+
+    def add_queries(
+        self,
+        plan: PhysicalPlan,
+        source_keys: Mapping[str, str],
+        writers: Mapping[str, ResultWriter],
+        start_after: Mapping[str, int] | None = None,
+    ) -> dict[str, int]:
+        """Start the queries of `plan` (named in its nodes and sinks); `source_keys` maps the
+        plan's source names to running sources. `start_after` (source key -> instant) rebuilds
+        queries that started while an earlier worker ran; None starts them now. Returns the
+        instants used, to be kept with the queries."""
+        group = _Group()
+        gates: dict[str, int] = {}
+        built: dict[int, Operator] = {}
+        for node in plan.nodes:
+            out = Queue(f"q{len(self._groups)}.{node.id}")
+            if isinstance(node.op, L.Source):
+                key = source_keys[node.op.name]
+                src = self.sources[key]
+                w = src.watermark if start_after is None else start_after.get(key, NEVER)
+                gates[key] = w
+                snapshot = None
+                if start_after is None and src.is_relation and w != NEVER:
+                    snapshot = _relation_batch(src, w + 1)
+                op: Operator = Gate(
+                    f"gate {node.op.name}",
+                    [src.output.reader()],
+                    out,
+                    start_after=w,
+                    is_relation=src.is_relation,
+                    snapshot=snapshot,
+                )
+                op.out_types = node.types
+            else:
+                ins = [group.queues[id(built[i])].reader() for i in node.inputs]
+                op = make_operator(node, ins, out)
+            built[node.id] = op
+            group.operators.append(op)
+            group.queues[id(op)] = out
+            group.owners[id(op)] = set(node.queries)
+        for s in plan.sinks:
+            upstream = built[s.input]
+            canonical = s.sink.type != "blackhole"
+            sink = SinkOperator(
+                s.query, [group.queues[id(upstream)].reader()], writers[s.query], s.is_stream,
+                canonical,
+            )
+            sink.out_types = s.types
+            group.operators.append(sink)
+            group.queues[id(sink)] = sink.output
+            group.owners[id(sink)] = {s.query}
+            self.sinks[s.query] = sink
+        for q in {q for owners in group.owners.values() for q in owners}:
+            if q in self._group_of:
+                raise ValueError(f"query {q!r} is already running")
+            self._group_of[q] = group
+        self._groups.append(group)
+        self._rebuild()
+        return gates
+
+    def remove_query(self, query: str) -> None:
+        """Stop `query`: flush and close its sink, drop operators no other query uses."""
+        group = self._group_of.pop(query)
+        sink = self.sinks.pop(query, None)
+        if sink is not None:
+            sink.writer.flush()
+            sink.writer.close()
+        keep: list[Operator] = []
+        for op in group.operators:
+            owners = group.owners[id(op)]
+            owners.discard(query)
+            if owners:
+                keep.append(op)
+                continue
+            for r in op.inputs:
+                r.queue.detach(r)
+            del group.owners[id(op)], group.queues[id(op)]
+        group.operators = keep
+        if not keep:
+            self._groups.remove(group)
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        ops: list[Operator] = list(self.sources.values())
+        queues = [s.output for s in self.sources.values()]
+        for g in self._groups:
+            ops.extend(g.operators)
+            queues.extend(g.queues.values())
+        self.executor.replace_plan(ops, queues)
+
+
+def _relation_batch(src: SourceOperator, ts: int) -> Batch:
+    """A relation source's current content, every tuple stamped `ts`."""
+    tuples = [row for row, n in src.relation_content() for _ in range(n)]
+    return Batch.from_rows(tuples, [ts] * len(tuples), [1] * len(tuples), src.out_types)
