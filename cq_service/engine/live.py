@@ -44,6 +44,7 @@ class LiveEngine:
         self._groups: list[_Group] = []
         self._group_of: dict[str, _Group] = {}  # query -> its group
         self.sinks: dict[str, SinkOperator] = {}  # query -> its sink
+        self._serial = 0  # groups added so far
 
     # -- sources --------------------------------------------------------------------------------
 
@@ -87,6 +88,7 @@ class LiveEngine:
         plan's source names to running sources. `start_after` (source key -> instant) rebuilds
         queries that started while an earlier worker ran; None starts them now. Returns the
         instants used, to be kept with the queries."""
+        self._serial += 1
         group = _Group()
         gates: dict[str, int] = {}
         built: dict[int, Operator] = {}
@@ -101,7 +103,7 @@ class LiveEngine:
                 if start_after is None and src.is_relation and w != NEVER:
                     snapshot = _relation_batch(src, w + 1)
                 op: Operator = Gate(
-                    f"gate {node.op.name}",
+                    f"g{self._serial} gate {node.op.name}",
                     [src.output.reader()],
                     out,
                     start_after=w,
@@ -112,6 +114,7 @@ class LiveEngine:
             else:
                 ins = [group.queues[id(built[i])].reader() for i in node.inputs]
                 op = make_operator(node, ins, out)
+                op.name = f"g{self._serial}{op.name}"  # unique across groups
             built[node.id] = op
             group.operators.append(op)
             group.queues[id(op)] = out

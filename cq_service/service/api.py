@@ -1,0 +1,164 @@
+"""The worker's HTTP API (FastAPI), documented in docs/service.md.
+
+Reads are open; everything that changes what runs needs ``Authorization: Bearer <token>`` with
+the configured token (with no token configured, changes are refused). Every handler hands its
+work to the engine thread (`Worker.call`), so the API never races the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import queue
+from pathlib import Path
+from typing import Any
+
+from fastapi import Depends, FastAPI, Header, HTTPException, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from cq_service.service import worker as w
+from cq_service.service.metrics import render_metrics
+
+__all__ = ["make_app"]
+
+
+def make_app(worker: w.Worker) -> FastAPI:
+    app = FastAPI(title="cq-service worker", version="1")
+    token = worker.config.token
+
+    def authorized(authorization: str | None = Header(default=None)) -> None:
+        if not token:
+            raise HTTPException(403, "changes are disabled: no token is configured (CQ_TOKEN)")
+        given = (authorization or "").removeprefix("Bearer ").strip()
+        if not authorization or not hmac.compare_digest(given, token):
+            raise HTTPException(401, "a valid bearer token is required", {"WWW-Authenticate": "Bearer"})
+
+    def call(fn: Any) -> Any:
+        try:
+            return worker.call(fn)
+        except KeyError as e:
+            raise HTTPException(404, f"not found: {e.args[0]}") from None
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        if worker.ready:
+            return JSONResponse({"status": "ready"})
+        return JSONResponse({"status": "starting"}, status_code=503)
+
+    @app.get("/pipelines")
+    def pipelines() -> dict[str, Any]:
+        return call(lambda: w.describe(worker))
+
+    @app.get("/pipelines/{name}")
+    def pipeline(name: str) -> dict[str, Any]:
+        found = [p for p in call(lambda: w.describe(worker))["pipelines"] if p["name"] == name]
+        if not found:
+            raise HTTPException(404, f"not found: pipeline {name}")
+        return found[0]
+
+    @app.get("/pipelines/{name}/explain", response_class=PlainTextResponse)
+    def explain(name: str) -> str:
+        return call(lambda: w.explain_pipeline(worker, name))
+
+    @app.post("/pipelines", dependencies=[Depends(authorized)])
+    async def deploy(request: Request) -> JSONResponse:
+        """Deploy a pipeline now: a JSON body {"path": FILE} (a file the worker can read) or
+        {"yaml": TEXT, "filename": NAME} (relative paths in it are taken from the pipelines
+        folder). With both, the file is used if the worker sees it with that text."""
+        body = await request.json()
+        path = Path(body["path"]) if "path" in body else None
+        if path is not None and "yaml" in body and not _holds(path, body["yaml"]):
+            path = None
+        if path is None and "yaml" in body:
+            path = _stage(worker, body["yaml"], body.get("filename") or "pipeline.yaml")
+        elif path is None:
+            raise HTTPException(422, 'give {"path": ...} or {"yaml": ...}')
+        result = await asyncio.to_thread(worker.call, lambda: worker.deploy_file(path))
+        return JSONResponse(result.to_json(), status_code=422 if result.status == "rejected" else 200)
+
+    @app.get("/queries")
+    def queries() -> list[dict[str, Any]]:
+        data = call(lambda: w.describe(worker))
+        return [q for p in data["pipelines"] for q in p["queries"].values()]
+
+    @app.get("/queries/{pipeline}/{name}")
+    def query(pipeline: str, name: str) -> dict[str, Any]:
+        return call(lambda: w.query_status(worker, pipeline, name))
+
+    @app.put("/queries/{pipeline}/{name}/control", dependencies=[Depends(authorized)])
+    @app.patch("/queries/{pipeline}/{name}/control", dependencies=[Depends(authorized)])
+    async def control(pipeline: str, name: str, request: Request) -> dict[str, Any]:
+        """Change a query's control table: weight, active, memory_budget, qos."""
+        body = await request.json()
+        unknown = set(body) - {"weight", "active", "memory_budget", "qos"}
+        if unknown:
+            raise HTTPException(422, f"unknown control field(s): {', '.join(sorted(unknown))}")
+
+        def apply() -> dict[str, Any]:
+            if worker.catalog.query(pipeline, name) is None:
+                raise KeyError(f"{pipeline}/{name}")
+            fields = {k: body[k] for k in ("weight", "memory_budget", "qos") if k in body}
+            if fields:
+                worker.catalog.set_control(pipeline, name, **fields)
+            if "active" in body:
+                worker.set_active(pipeline, name, bool(body["active"]))
+            return w.query_status(worker, pipeline, name)
+
+        return await asyncio.to_thread(call, apply)
+
+    @app.get("/queries/{pipeline}/{name}/results")
+    async def results(pipeline: str, name: str) -> StreamingResponse:
+        """The query's results as they are produced, as server-sent events (one DESIGN §5
+        object per event)."""
+        tee, sub = await asyncio.to_thread(call, lambda: w.subscribe(worker, pipeline, name))
+
+        async def events() -> Any:
+            try:
+                while True:
+                    try:
+                        line = await asyncio.to_thread(sub.lines.get, True, 1.0)
+                    except queue.Empty:
+                        if sub.overflowed:
+                            yield "event: error\ndata: the reader fell too far behind\n\n"
+                            return
+                        yield ": keep-alive\n\n"
+                        continue
+                    if line is None:
+                        yield "event: end\ndata: the query stopped\n\n"
+                        return
+                    yield f"data: {line}\n\n"
+            finally:
+                worker.call(lambda: tee.unsubscribe(sub))
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    @app.get("/metrics")
+    def metrics() -> Response:
+        snapshot = worker.call(lambda: w.metrics_snapshot(worker))
+        return Response(render_metrics(snapshot), media_type=CONTENT_TYPE_LATEST)
+
+    return app
+
+
+def _holds(path: Path, text: str) -> bool:
+    try:
+        return path.read_text() == text
+    except OSError:
+        return False
+
+
+def _stage(worker: w.Worker, text: str, filename: str) -> Path:
+    """Save a pipeline sent over the API in the pipelines folder, as a hidden file (the
+    reconciler skips it; its relative paths are the folder's)."""
+    folder = Path(worker.config.pipelines)
+    folder.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    path = folder / f".deployed-{Path(filename).stem}-{digest}.yaml"
+    path.write_text(text)
+    return path.resolve()

@@ -1,0 +1,117 @@
+"""The worker's configuration: one place, a file and the environment.
+
+Precedence: command-line options > environment variables > the configuration file > defaults.
+Every setting (docs/service.md lists them):
+
+| file key | environment | default | meaning |
+|---|---|---|---|
+| pipelines | CQ_PIPELINES | pipelines | folder of pipeline files (a git checkout), watched |
+| catalog | CQ_CATALOG | sqlite:///.cq/catalog.db | catalog database URL |
+| host | CQ_HOST | 127.0.0.1 | HTTP API address |
+| port | CQ_PORT | 8080 | HTTP API port (0: no API) |
+| token | CQ_TOKEN | (none) | bearer token for mutating endpoints (none: they are refused) |
+| name | CQ_WORKER_NAME | worker | the worker's name: its checkpoint and consumer-group commits |
+| checkpoint_interval | CQ_CHECKPOINT_INTERVAL | 1.0 | seconds between checkpoints |
+| reconcile_interval | CQ_RECONCILE_INTERVAL | 2.0 | seconds between scans of the pipelines folder |
+| queue_budget | CQ_QUEUE_BUDGET | 1000000 | queued elements above which sources pause |
+| batch_rows | CQ_BATCH_ROWS | 65536 | rows per source read |
+| policy | CQ_POLICY | round_robin | scheduling policy |
+| kafka_bootstrap | CQ_KAFKA_BOOTSTRAP | (none) | default Kafka address for sources and sinks that give none |
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = ["DEFAULT_CATALOG", "ConfigError", "ServiceConfig", "load_config"]
+
+DEFAULT_CATALOG = "sqlite:///.cq/catalog.db"
+
+
+class ConfigError(ValueError):
+    """A configuration file or variable that cannot be used."""
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    pipelines: str = "pipelines"
+    catalog: str = DEFAULT_CATALOG
+    host: str = "127.0.0.1"
+    port: int = 8080
+    token: str | None = None
+    name: str = "worker"
+    checkpoint_interval: float = 1.0
+    reconcile_interval: float = 2.0
+    queue_budget: int = 1_000_000
+    batch_rows: int = 65_536
+    policy: str = "round_robin"
+    kafka_bootstrap: str | None = None
+
+
+_ENV = {
+    "pipelines": "CQ_PIPELINES",
+    "catalog": "CQ_CATALOG",
+    "host": "CQ_HOST",
+    "port": "CQ_PORT",
+    "token": "CQ_TOKEN",
+    "name": "CQ_WORKER_NAME",
+    "checkpoint_interval": "CQ_CHECKPOINT_INTERVAL",
+    "reconcile_interval": "CQ_RECONCILE_INTERVAL",
+    "queue_budget": "CQ_QUEUE_BUDGET",
+    "batch_rows": "CQ_BATCH_ROWS",
+    "policy": "CQ_POLICY",
+    "kafka_bootstrap": "CQ_KAFKA_BOOTSTRAP",
+}
+
+
+def load_config(
+    file: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> ServiceConfig:
+    """The configuration from `file` (YAML), then the environment, then `overrides` (None
+    values in `overrides` are ignored)."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    if file is not None:
+        try:
+            data = yaml.safe_load(Path(file).read_text()) or {}
+        except (OSError, yaml.YAMLError) as e:
+            raise ConfigError(f"{file}: cannot read the configuration: {e}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{file}: the configuration must be a mapping")
+        unknown = sorted(set(data) - set(_ENV))
+        if unknown:
+            raise ConfigError(f"{file}: unknown setting(s) {', '.join(unknown)}")
+        values.update(data)
+    for key, var in _ENV.items():
+        if var in environ and environ[var] != "":
+            values[key] = environ[var]
+    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return _typed(values)
+
+
+def _typed(values: dict[str, Any]) -> ServiceConfig:
+    out: dict[str, Any] = {}
+    for f in fields(ServiceConfig):
+        if f.name not in values:
+            continue
+        v = values[f.name]
+        kind = type(getattr(ServiceConfig(), f.name))
+        try:
+            if kind is int:
+                v = int(v)
+            elif kind is float:
+                v = float(v)
+            elif v is not None:
+                v = str(v)
+        except (TypeError, ValueError):
+            raise ConfigError(f"setting {f.name}: {v!r} is not a {kind.__name__}") from None
+        out[f.name] = v
+    return ServiceConfig(**out)

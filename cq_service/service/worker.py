@@ -1,0 +1,661 @@
+"""The worker (`cq serve`): every deployed pipeline in one live engine.
+
+One thread owns the engine and runs a loop: poll the sources (unless the queues are over their
+budget — then the sources are paused), drain the operators, move followers' clocks, and, on
+their intervals, reconcile the pipelines folder and write a checkpoint. Everything else — the
+HTTP API, `cq deploy` — hands work to that thread with `call`, so the engine is never touched
+by two threads.
+
+Deploying a pipeline diffs it query by query against what runs: a query whose plan, sink and
+sources are unchanged keeps running with its state; a changed one is replaced (the new version
+starts at the sources' current time); a removed one stops. An invalid pipeline is rejected with
+its errors recorded in the catalog, and the version already running keeps running.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import queue
+import re
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+from cq_service.catalog import Catalog
+from cq_service.compiler import CompiledPipeline, compile_pipeline
+from cq_service.cql import logical as L
+from cq_service.engine.build import SourceOptions
+from cq_service.engine.live import LiveEngine
+from cq_service.engine.operators.base import NEVER
+from cq_service.engine.scheduler import policy as make_policy
+from cq_service.errors import CQError
+from cq_service.io import open_sink, open_source
+from cq_service.io.dead_letter import DeadLetterSink
+from cq_service.plan.planner import plan_queries
+from cq_service.plan.rewrite import simplify
+from cq_service.runner import DeadLetterRouter
+from cq_service.service.checkpoint import (
+    OffsetTracker,
+    ResumeFilter,
+    combine_cuts,
+    horizons,
+    query_cut,
+)
+from cq_service.service.config import ServiceConfig
+from cq_service.service.results import ResultTee
+from cq_service.spec import load_pipeline
+from cq_service.spec.model import PipelineSpec, SinkSpec, StreamSpec
+
+__all__ = ["DeployResult", "Worker"]
+
+log = logging.getLogger("cq.worker")
+T = TypeVar("T")
+
+
+@dataclass
+class _Source:
+    key: str
+    stream: StreamSpec
+    reader: Any  # the io reader, wrapped in an OffsetTracker when it has partitions
+    dead_letter: DeadLetterSink
+
+
+@dataclass
+class _Query:
+    key: str  # pipeline/query
+    pipeline: str
+    name: str
+    fingerprint: tuple
+    source_keys: dict[str, str]  # source name in the query -> source key
+    horizons: dict[str, int | None]  # source key -> horizon
+    relations: set[str]  # source keys that are relations
+    gates: dict[str, int] = field(default_factory=dict)
+    tee: ResultTee | None = None
+
+    @property
+    def version(self) -> str:
+        """A digest of what the query computes and where it writes."""
+        text = re.sub(r"span=Span\([^)]*\)", "", repr(self.fingerprint))  # positions don't count
+        return _hash_json(text)[:16]
+
+
+@dataclass
+class DeployResult:
+    pipeline: str
+    status: str  # applied | rejected | unchanged | removed
+    added: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+class Worker:
+    def __init__(self, config: ServiceConfig, catalog: Catalog):
+        self.config = config
+        self.catalog = catalog
+        self.engine = LiveEngine(make_policy(config.policy), budget=config.batch_rows)
+        self.sources: dict[str, _Source] = {}
+        self.queries: dict[str, _Query] = {}
+        self.pipelines: dict[str, PipelineSpec] = {}  # running versions, by name
+        self.files: dict[str, str] = {}  # pipeline file -> content hash last applied
+        self.file_pipeline: dict[str, str] = {}  # pipeline file -> pipeline name
+        self.errors: dict[str, list[str]] = {}  # pipeline file -> errors of the last attempt
+        self.paused = False
+        self.started = time.time()
+        self.ready = False
+        self._commands: queue.Queue[tuple[Callable[[], Any], Future]] = queue.Queue()
+        self._stop = threading.Event()
+        # What the last worker of this name left: consumed as its queries come back during the
+        # first reconcile, then forgotten.
+        saved = catalog.load_checkpoint(config.name)
+        self._restore: dict[str, dict[str, Any]] = dict(saved.queries or {}) if saved else {}
+        self._restore_offsets: dict[str, dict[str, int]] = dict(saved.offsets or {}) if saved else {}
+        self._checkpoint_due = 0.0
+        self._reconcile_due = 0.0
+        self.checkpoints = 0
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Run until `stop` is called."""
+        try:
+            self.reconcile()
+            self._restore.clear()
+            self._restore_offsets.clear()
+            self.ready = True
+            while not self._stop.is_set():
+                self.step()
+        finally:
+            self._shutdown()
+
+    def step(self) -> None:
+        read = self._poll_sources()
+        self.engine.executor.drain(max_steps=10_000)
+        self.engine.executor.follow_clocks()
+        self._run_commands()
+        now = time.monotonic()
+        if now >= self._reconcile_due:
+            self._reconcile_due = now + self.config.reconcile_interval
+            self.reconcile()
+        if now >= self._checkpoint_due:
+            self._checkpoint_due = now + self.config.checkpoint_interval
+            self.checkpoint()
+        if not read:
+            time.sleep(0.005)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def call(self, fn: Callable[[], T], timeout: float = 30.0) -> T:
+        """Run `fn` on the engine thread, between steps; returns its result."""
+        if threading.current_thread() is self._thread_owner():
+            return fn()
+        fut: Future = Future()
+        self._commands.put((fn, fut))
+        return fut.result(timeout)
+
+    def _thread_owner(self) -> threading.Thread | None:
+        return getattr(self, "_owner", None)
+
+    def _run_commands(self) -> None:
+        self._owner = threading.current_thread()
+        while True:
+            try:
+                fn, fut = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                fut.set_result(fn())
+            except Exception as e:  # the caller gets it; the worker goes on
+                fut.set_exception(e)
+
+    def _poll_sources(self) -> bool:
+        executor = self.engine.executor
+        queued = executor.queued_rows()
+        if not self.paused and queued > self.config.queue_budget:
+            self.paused = True
+            for s in self.sources.values():
+                getattr(s.reader, "pause", lambda: None)()
+        elif self.paused and queued <= self.config.queue_budget // 2:
+            self.paused = False
+            for s in self.sources.values():
+                getattr(s.reader, "resume", lambda: None)()
+        if self.paused:
+            return False
+        read = False
+        for op in executor.sources:
+            if op.exhausted:
+                continue
+            before = op.rows_in
+            op.run(self.config.batch_rows)
+            read |= op.rows_in != before
+        return read
+
+    # -- deploying --------------------------------------------------------------------------
+
+    def reconcile(self) -> list[DeployResult]:
+        """Apply every pipeline file in the folder that changed since it was last seen; stop
+        the pipelines whose files are gone."""
+        folder = Path(self.config.pipelines)
+        results = []
+        seen: set[str] = set()
+        for path in sorted(folder.rglob("*.y*ml")) if folder.is_dir() else []:
+            if any(part.startswith(".") for part in path.relative_to(folder).parts):
+                continue
+            key = str(path)
+            seen.add(key)
+            try:
+                digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            except OSError:
+                continue
+            if self.files.get(key) == digest:
+                continue
+            self.files[key] = digest
+            results.append(self.deploy_file(path))
+        for key in [k for k in self.files if k not in seen]:
+            del self.files[key]
+            name = self.file_pipeline.pop(key, None)
+            if name is not None and name not in self.file_pipeline.values():
+                results.append(self.undeploy(name))
+        return results
+
+    def deploy_file(self, path: Path) -> DeployResult:
+        try:
+            spec = load_pipeline(path)
+            compiled = compile_pipeline(spec)
+        except CQError as e:
+            errors = _rendered(e)
+            self.errors[str(path)] = errors
+            name = self.file_pipeline.get(str(path), path.stem)
+            self.catalog.record_deployment(
+                name, _hash_text(path), _git_revision(path), "rejected", "\n".join(errors)
+            )
+            log.warning("rejected %s: %s", path, "; ".join(errors))
+            return DeployResult(name, "rejected", errors=errors)
+        self.file_pipeline[str(path)] = spec.name
+        try:
+            result = self.deploy(compiled, revision=_git_revision(path))
+        except CQError as e:  # a source or sink that cannot be opened
+            errors = _rendered(e)
+            self.errors[str(path)] = errors
+            self.catalog.record_deployment(
+                spec.name, _hash_text(path), _git_revision(path), "rejected", "\n".join(errors)
+            )
+            log.warning("could not start %s: %s", path, "; ".join(errors))
+            return DeployResult(spec.name, "rejected", errors=errors)
+        self.errors.pop(str(path), None)
+        return result
+
+    def deploy(self, compiled: CompiledPipeline, revision: str | None = None) -> DeployResult:
+        """Run this version of a pipeline: diff it query by query against what runs."""
+        spec = compiled.spec
+        name = spec.name
+        result = DeployResult(name, "applied")
+        active = {q.name: q for q in self.catalog.queries(name)}
+        desired: dict[str, _Query] = {}
+        bound = {}
+        for bq in compiled.queries:
+            qspec = spec.queries[bq.name]
+            if qspec.sink is None:
+                continue  # a view runs inside the queries that read it
+            record = active.get(bq.name)
+            if record is not None and not record.active:
+                continue
+            desired[bq.name] = self._describe_query(spec, bq, qspec.sink)
+            bound[bq.name] = bq
+        running = {q.name: q for q in self.queries.values() if q.pipeline == name}
+        for qname, q in running.items():
+            new = desired.get(qname)
+            if new is None or new.fingerprint != q.fingerprint:
+                self._stop_query(q)
+                (result.replaced if new is not None else result.removed).append(qname)
+        start = [n for n in desired if n not in running or n in result.replaced]
+        result.kept = [n for n in desired if n not in start]
+        result.added = [n for n in start if n not in result.replaced]
+        if start:
+            try:
+                self._start_queries(spec, [desired[n] for n in start], [bound[n] for n in start])
+            except CQError:
+                # A sink or source that cannot be opened: back to the version that ran.
+                for q in [q for q in self.queries.values() if q.pipeline == name]:
+                    self._stop_query(q)
+                previous = self.pipelines.get(name)
+                if previous is not None and previous is not spec:
+                    self.deploy(compile_pipeline(previous))
+                raise
+        for qname in desired:
+            q = desired[qname] if qname in start else running[qname]
+            self.catalog.upsert_query(
+                name,
+                qname,
+                spec.queries[qname].cql,
+                _sink_json(spec.queries[qname].sink),
+                spec.queries[qname].weight,
+                q.version,
+                "running",
+                start_after=_start_after(q.gates),
+            )
+        for qname in result.removed:
+            self.catalog.set_query_status(name, qname, "stopped")
+        self._drop_unread_sources()
+        self.pipelines[name] = spec
+        if not (result.added or result.replaced or result.removed):
+            result.status = "unchanged"
+        self.catalog.record_deployment(name, _hash_spec(spec), revision, "applied")
+        self.checkpoint()
+        log.info(
+            "deployed %s: added %s, replaced %s, removed %s, kept %s",
+            name, result.added, result.replaced, result.removed, result.kept,
+        )
+        return result
+
+    def undeploy(self, name: str) -> DeployResult:
+        result = DeployResult(name, "removed")
+        for q in [q for q in self.queries.values() if q.pipeline == name]:
+            self._stop_query(q)
+            self.catalog.set_query_status(name, q.name, "stopped")
+            result.removed.append(q.name)
+        self.pipelines.pop(name, None)
+        self._drop_unread_sources()
+        self.catalog.record_deployment(name, "", None, "removed")
+        self.checkpoint()
+        return result
+
+    def set_active(self, pipeline: str, query: str, active: bool) -> None:
+        """Start or stop a query by its control flag (kept in the catalog)."""
+        self.catalog.set_control(pipeline, query, active=active)
+        spec = self.pipelines.get(pipeline)
+        if spec is not None:
+            self.deploy(compile_pipeline(spec))
+
+    def _describe_query(self, spec: PipelineSpec, bq: Any, sink: SinkSpec) -> _Query:
+        inputs = {**spec.streams, **spec.relations}
+        plan = simplify(bq.plan)
+        names = sorted(horizons(plan))
+        keys = {n: source_key(inputs[_declared(inputs, n)], spec.time_unit) for n in names}
+        fingerprint = (plan, _sink_json(sink), tuple(sorted(keys.items())))
+        hz = {keys[n]: h for n, h in horizons(plan).items()}
+        relations = {keys[n] for n in names if inputs[_declared(inputs, n)].is_relation}
+        return _Query(
+            f"{spec.name}/{bq.name}", spec.name, bq.name, fingerprint, keys, hz, relations
+        )
+
+    def _start_queries(self, spec: PipelineSpec, queries: list[_Query], bound: list[Any]) -> None:
+        inputs = {**spec.streams, **spec.relations}
+        # Queries restored from a checkpoint (same version) start behind their old gates and
+        # drop what was delivered; those with equal gates are planned together so they share
+        # state again. Every other query starts now.
+        groups: dict[str, list[int]] = {}
+        saved: dict[str, dict[str, Any]] = {}
+        for i, q in enumerate(queries):
+            data = self._restore.pop(q.key, None)
+            gates = None
+            if data is not None and data.get("version") == q.version:
+                saved[q.key] = data
+                gates = data.get("gates")
+            groups.setdefault(json.dumps(gates, sort_keys=True), []).append(i)
+        for gates_text, members in groups.items():
+            gates = json.loads(gates_text)
+            source_keys: dict[str, str] = {}
+            for i in members:
+                for n, key in queries[i].source_keys.items():
+                    self._ensure_source(key, inputs[_declared(inputs, n)], spec)
+                    source_keys[n] = key
+            pairs = []
+            writers = {}
+            for i in members:
+                q, bq = queries[i], bound[i]
+                pairs.append((replace(bq, name=q.key), spec.queries[q.name].sink))
+            plan = plan_queries(pairs)
+            for s in plan.sinks:
+                q = next(queries[i] for i in members if queries[i].key == s.query)
+                writer = open_sink(_for_worker(s.sink), list(s.columns), s.types)
+                q.tee = ResultTee(writer, list(s.columns))
+                frontier = int(saved.get(q.key, {}).get("frontier", NEVER))
+                writers[s.query] = ResumeFilter(q.tee, frontier) if frontier != NEVER else q.tee
+            used = self.engine.add_queries(
+                plan, source_keys, writers, None if gates is None else {k: int(v) for k, v in gates.items()}
+            )
+            for i in members:
+                q = queries[i]
+                q.gates = {k: v for k, v in used.items() if k in q.source_keys.values()}
+                self.queries[q.key] = q
+
+    def _stop_query(self, q: _Query) -> None:
+        self.engine.remove_query(q.key)
+        self.queries.pop(q.key, None)
+        if q.tee is not None:
+            q.tee.close_subscribers()
+
+    def _ensure_source(self, key: str, stream: StreamSpec, spec: PipelineSpec) -> None:
+        if key in self.sources:
+            return
+        reader = open_source(stream, spec.time_unit, self.config.batch_rows, live=True)
+        if hasattr(reader, "positions"):
+            offsets = self._restore_offsets.get(key)
+            if offsets:
+                reader.seek({int(p): int(o) for p, o in offsets.items()})
+            reader = OffsetTracker(reader)
+        dead = DeadLetterSink(_for_worker(spec.dead_letter))
+        fields = [f.name for f in stream.schema]
+        source = L.Source(stream.name, tuple(L.Field(f.name, f.type, stream.name) for f in stream.schema), stream.is_relation)
+        self.engine.add_source(
+            key,
+            source,
+            reader,
+            SourceOptions(stream.is_relation, stream.max_delay, stream.late, stream.heartbeat),
+            DeadLetterRouter(dead, {stream.name: fields}),
+        )
+        self.sources[key] = _Source(key, stream, reader, dead)
+
+    def _drop_unread_sources(self) -> None:
+        for key in [k for k in self.sources if self.engine.readers_of(k) == 0]:
+            s = self.sources.pop(key)
+            self.engine.remove_source(key)
+            s.reader.close()
+            s.dead_letter.close()
+
+    # -- checkpoints ------------------------------------------------------------------------
+
+    def checkpoint(self) -> None:
+        """Make every result so far durable, then record what a restart must replay."""
+        for sink in self.engine.sinks.values():
+            sink.writer.flush()
+        for s in self.sources.values():
+            s.dead_letter.flush() if hasattr(s.dead_letter, "flush") else None
+        frontiers = {key: self.engine.sinks[key].watermark for key in self.queries}
+        queries = {
+            key: {
+                "frontier": int(frontiers[key]),
+                "gates": {k: int(v) for k, v in q.gates.items()},
+                "version": q.version,
+            }
+            for key, q in self.queries.items()
+        }
+        offsets: dict[str, dict[str, int]] = {}
+        for key, s in self.sources.items():
+            if not isinstance(s.reader, OffsetTracker):
+                continue
+            cuts = [
+                query_cut(frontiers[q.key], q.horizons.get(key), q.gates.get(key, NEVER),
+                          key in q.relations)
+                for q in self.queries.values()
+                if key in q.source_keys.values()
+            ]
+            cut = combine_cuts(cuts)
+            at = s.reader.offsets(cut)
+            offsets[key] = {str(p): int(o) for p, o in at.items()}
+        # During the first reconcile, what the last worker left for queries and sources not
+        # back yet is kept, so nothing is lost before they are.
+        for key, data in self._restore.items():
+            queries.setdefault(key, data)
+        for key, data in self._restore_offsets.items():
+            offsets.setdefault(key, data)
+        self.catalog.save_checkpoint(self.config.name, _min_frontier(queries), offsets, queries)
+        for key, s in self.sources.items():
+            if isinstance(s.reader, OffsetTracker) and key in offsets:
+                at = {int(p): o for p, o in offsets[key].items()}
+                s.reader.commit(at, metadata=self.config.name)
+                s.reader.forget_before(at)
+        self.checkpoints += 1
+
+    def _shutdown(self) -> None:
+        try:
+            self.checkpoint()
+        except Exception:  # a broken sink must not hide why we stopped
+            log.exception("final checkpoint failed")
+        for sink in self.engine.sinks.values():
+            sink.writer.close()
+        for s in self.sources.values():
+            s.reader.close()
+            s.dead_letter.close()
+
+
+def source_key(stream: StreamSpec, time_unit: str) -> str:
+    """Streams declared alike (in any pipeline) are one source."""
+    data = {
+        "schema": [(f.name, f.type.value if hasattr(f.type, "value") else str(f.type)) for f in stream.schema],
+        "source": _source_json(stream),
+        "timestamp": stream.timestamp,
+        "relation": stream.is_relation,
+        "max_delay": stream.max_delay,
+        "late": stream.late,
+        "heartbeat": stream.heartbeat,
+        "time_unit": time_unit,
+    }
+    return f"{stream.name}@{_hash_json(json.dumps(data, sort_keys=True, default=str))[:10]}"
+
+
+def _source_json(stream: StreamSpec) -> dict[str, Any]:
+    s = stream.source
+    return {"type": s.type, "path": s.path, "format": s.format, "options": dict(s.options)}
+
+
+def _sink_json(sink: SinkSpec | None) -> dict[str, Any] | None:
+    if sink is None:
+        return None
+    return {"type": sink.type, "path": sink.path, "format": sink.format,
+            "options": json.loads(json.dumps(dict(sink.options), default=str))}
+
+
+def _for_worker(sink: SinkSpec) -> SinkSpec:
+    """File sinks append under the worker: a restart must not erase delivered results."""
+    if sink.type == "file":
+        return replace(sink, options={**sink.options, "append": True})
+    return sink
+
+
+def _declared(inputs: dict[str, StreamSpec], name: str) -> str:
+    if name in inputs:
+        return name
+    lower = {k.lower(): k for k in inputs}
+    return lower[name.lower()]
+
+
+def _start_after(gates: dict[str, int]) -> int | None:
+    """The latest gate of a query's sources (None: it reads them from the start)."""
+    live = [g for g in gates.values() if g != NEVER]
+    return max(live) if live else None
+
+
+def _min_frontier(queries: dict[str, dict[str, Any]]) -> int:
+    values = [int(d["frontier"]) for d in queries.values()]
+    return min(values) if values else int(NEVER)
+
+
+def _hash_json(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _hash_text(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return ""
+
+
+def _hash_spec(spec: PipelineSpec) -> str:
+    return _hash_text(Path(spec.path)) if spec.path else ""
+
+
+def _git_revision(path: Path) -> str | None:
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(path.parent), "rev-parse", "HEAD"],
+            capture_output=True, text=True, timeout=5,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def _rendered(e: CQError) -> list[str]:
+    inner = getattr(e, "errors", None)
+    return [x.render() for x in inner] if inner else [e.render()]
+
+
+# -- what the API reads (each runs on the engine thread via Worker.call) -----------------------
+
+
+def describe(worker: Worker) -> dict[str, Any]:
+    """Pipelines, their queries with status and counts, and rejected files."""
+    records = {(r.pipeline, r.name): r for r in worker.catalog.queries()}
+    pipelines: dict[str, Any] = {}
+    for (pipeline, name), r in records.items():
+        p = pipelines.setdefault(pipeline, {"name": pipeline, "queries": {}})
+        p["queries"][name] = query_status(worker, pipeline, name, r)
+    for name, spec in worker.pipelines.items():
+        pipelines.setdefault(name, {"name": name, "queries": {}})["file"] = spec.path
+    for path, errors in worker.errors.items():
+        name = worker.file_pipeline.get(path)
+        entry = pipelines.setdefault(name or path, {"name": name or path, "queries": {}})
+        entry["rejected"] = {"file": path, "errors": errors}
+    for p in pipelines.values():
+        deployments = worker.catalog.deployments(p["name"])
+        p["last_deployment"] = _record_json(deployments[-1]) if deployments else None
+    return {"pipelines": list(pipelines.values()), "paused": worker.paused}
+
+
+def query_status(worker: Worker, pipeline: str, name: str, record: Any = None) -> dict[str, Any]:
+    record = record or worker.catalog.query(pipeline, name)
+    if record is None:
+        raise KeyError(f"{pipeline}/{name}")
+    out = _record_json(record)
+    key = f"{pipeline}/{name}"
+    sink = worker.engine.sinks.get(key)
+    out["running"] = key in worker.queries
+    if sink is not None:
+        out["results"] = sink.written
+        out["frontier"] = None if sink.watermark == NEVER else int(sink.watermark)
+    return out
+
+
+def explain_pipeline(worker: Worker, pipeline: str) -> str:
+    from cq_service.plan.explain import explain
+
+    spec = worker.pipelines.get(pipeline)
+    if spec is None:
+        raise KeyError(pipeline)
+    return explain(compile_pipeline(spec).plan, worker.config.policy)
+
+
+def subscribe(worker: Worker, pipeline: str, name: str) -> tuple[ResultTee, Any]:
+    q = worker.queries.get(f"{pipeline}/{name}")
+    if q is None or q.tee is None:
+        raise KeyError(f"{pipeline}/{name}")
+    return q.tee, q.tee.subscribe()
+
+
+def metrics_snapshot(worker: Worker) -> dict[str, Any]:
+    """Numbers for /metrics: per-operator queues and synopses, sources, sinks, the worker."""
+    ex = worker.engine.executor
+    ex.memory.sample()
+    owner = {}
+    for key in worker.queries:
+        sink = worker.engine.sinks.get(key)
+        if sink is not None:
+            owner[sink.name] = key
+    sources = {}
+    for key, s in worker.sources.items():
+        op = worker.engine.sources[key]
+        sources[key] = {
+            "elements": op.rows_in,
+            "late": op.late_count,
+            "malformed": op.malformed_count,
+            "dead_lettered": s.dead_letter.count + int(getattr(s.reader, "dead_lettered", 0)),
+            "lag": int(getattr(s.reader, "lag", lambda: 0)()) if hasattr(s.reader, "lag") else 0,
+            "watermark": None if op.watermark == NEVER else int(op.watermark),
+        }
+    return {
+        "queues": {q.name: (q.rows, q.bytes) for q in ex.queues},
+        "synopses": {n: (u.rows, u.bytes) for n, u in ex.memory.synopses.items()},
+        "sources": sources,
+        "sinks": {key: sink.written for key, sink in worker.engine.sinks.items()},
+        "paused": worker.paused,
+        "checkpoints": worker.checkpoints,
+        "adjustments": len(worker.catalog.adjustments()),
+        "deployments": {
+            status: sum(1 for d in worker.catalog.deployments() if d.status == status)
+            for status in ("applied", "rejected", "removed")
+        },
+        "peak_bytes": ex.memory.peak_total_bytes,
+    }
+
+
+def _record_json(record: Any) -> dict[str, Any]:
+    from dataclasses import asdict, is_dataclass
+
+    data = asdict(record) if is_dataclass(record) else dict(record)
+    return json.loads(json.dumps(data, default=str))

@@ -1,0 +1,98 @@
+"""The HTTP API over a running worker (file pipelines, SQLite catalog)."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from cq_service.catalog import Catalog
+from cq_service.service.api import make_app
+from cq_service.service.config import ServiceConfig
+from cq_service.service.worker import Worker
+
+EXAMPLE = Path(__file__).parents[3] / "pipelines" / "examples" / "web-proxy"
+TOKEN = "s3cret"
+
+
+@pytest.fixture
+def client(tmp_path: Path):
+    folder = tmp_path / "p"
+    shutil.copytree(EXAMPLE, folder / "web-proxy", ignore=shutil.ignore_patterns("out"))
+    catalog = Catalog(f"sqlite:///{tmp_path / 'catalog.db'}")
+    catalog.upgrade()
+    config = ServiceConfig(pipelines=str(folder), catalog=catalog.url, port=0, token=TOKEN,
+                           checkpoint_interval=0.1, reconcile_interval=0.2)
+    worker = Worker(config, catalog)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not worker.ready and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        yield TestClient(make_app(worker)), worker, folder
+    finally:
+        worker.stop()
+        thread.join(10)
+
+
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def test_health_and_pipelines(client) -> None:
+    c, _, _ = client
+    assert c.get("/healthz").json() == {"status": "ok"}
+    assert c.get("/readyz").status_code == 200
+    [p] = c.get("/pipelines").json()["pipelines"]
+    assert p["name"] == "web-proxy"
+    assert set(p["queries"]) == {"commerce_urls", "domain_load", "loyal_clients"}
+    assert p["last_deployment"]["status"] == "applied"
+    assert "Range" in c.get("/pipelines/web-proxy/explain").text
+    assert c.get("/pipelines/nope").status_code == 404
+
+
+def test_control_needs_the_token_and_is_stored(client) -> None:
+    c, worker, _ = client
+    url = "/queries/web-proxy/domain_load/control"
+    assert c.patch(url, json={"weight": 3}).status_code == 401
+    assert c.patch(url, json={"weight": 3}, headers={"Authorization": "Bearer wrong"}).status_code == 401
+    assert c.patch(url, json={"colour": 1}, headers=AUTH).status_code == 422
+    got = c.patch(url, json={"weight": 3, "memory_budget": 1 << 20}, headers=AUTH).json()
+    assert got["weight"] == 3 and got["memory_budget"] == 1 << 20
+    assert worker.catalog.query("web-proxy", "domain_load").weight == 3
+    got = c.patch(url, json={"active": False}, headers=AUTH).json()
+    assert got["active"] is False and got["running"] is False
+    got = c.patch(url, json={"active": True}, headers=AUTH).json()
+    assert got["running"] is True
+
+
+def test_deploy_rejects_an_invalid_pipeline(client) -> None:
+    c, worker, folder = client
+    text = (folder / "web-proxy" / "pipeline.yaml").read_text().replace("GROUP BY R.domain", "GROUP BY R.nope")
+    edited = folder / "web-proxy" / ".edited.yaml"
+    edited.write_text(text)
+    r = c.post("/pipelines", json={"path": str(edited)}, headers=AUTH)
+    assert r.status_code == 422
+    assert any("nope" in e for e in r.json()["errors"])
+    assert len(worker.queries) == 3  # the running version keeps running
+    assert c.post("/pipelines", json={"yaml": text}).status_code == 401
+
+
+def test_metrics(client) -> None:
+    c, worker, _ = client
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        text = c.get("/metrics").text
+        if 'cq_results_total{query="web-proxy/domain_load"}' in text and worker.checkpoints:
+            break
+        time.sleep(0.1)
+    lines = {ln.rsplit(" ", 1)[0]: float(ln.rsplit(" ", 1)[1]) for ln in text.splitlines() if ln and not ln.startswith("#")}
+    requests = [v for k, v in lines.items() if k.startswith('cq_source_elements_total{source="Requests@')]
+    assert requests and requests[0] > 0
+    assert lines['cq_results_total{query="web-proxy/domain_load"}'] > 0
+    assert 'cq_deployments_total{status="applied"}' in lines
+    assert any(k.startswith("cq_synopsis_bytes{") for k in lines)

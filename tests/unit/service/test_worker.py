@@ -1,0 +1,100 @@
+"""The worker on file pipelines and an SQLite catalog: results equal `cq run`'s, a changed
+query alone restarts, an invalid file is rejected while the running version keeps running."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from cq_service.catalog import Catalog
+from cq_service.compiler import load_and_compile
+from cq_service.runner import run_pipeline
+from cq_service.service.config import ServiceConfig
+from cq_service.service.worker import Worker
+
+EXAMPLE = Path(__file__).parents[3] / "pipelines" / "examples" / "web-proxy"
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    shutil.copytree(EXAMPLE, tmp_path / "p" / "web-proxy", ignore=shutil.ignore_patterns("out"))
+    return tmp_path / "p"
+
+
+def make_worker(tmp_path: Path, folder: Path) -> Worker:
+    catalog = Catalog(f"sqlite:///{tmp_path / 'catalog.db'}")
+    catalog.upgrade()
+    config = ServiceConfig(pipelines=str(folder), catalog=catalog.url, port=0,
+                           checkpoint_interval=0.05, reconcile_interval=3600)
+    return Worker(config, catalog)
+
+
+def run_until_done(worker: Worker, seconds: float = 20) -> None:
+    """Step until every (file) source is exhausted and nothing is left to run."""
+    deadline = time.monotonic() + seconds
+    worker.reconcile()
+    while time.monotonic() < deadline:
+        worker.step()
+        ex = worker.engine.executor
+        if all(s.exhausted for s in ex.sources) and not any(o.runnable() for o in ex.operators):
+            worker.checkpoint()
+            return
+    raise AssertionError("the worker did not finish its file sources")
+
+
+def test_results_equal_cq_run(tmp_path: Path, folder: Path) -> None:
+    worker = make_worker(tmp_path, folder)
+    run_until_done(worker)
+    reference = tmp_path / "ref"
+    shutil.copytree(EXAMPLE, reference, ignore=shutil.ignore_patterns("out"))
+    run_pipeline(load_and_compile(reference / "pipeline.yaml"))
+    outs = sorted((reference / "out").glob("*.jsonl"))
+    assert len(outs) == 3
+    for ref in outs:
+        got = folder / "web-proxy" / "out" / ref.name
+        assert got.read_text() == ref.read_text(), ref.name
+    statuses = {q.name: q.status for q in worker.catalog.queries("web-proxy")}
+    assert statuses == {n: "running" for n in ("commerce_urls", "domain_load", "loyal_clients")}
+
+
+def test_only_the_changed_query_restarts(tmp_path: Path, folder: Path) -> None:
+    worker = make_worker(tmp_path, folder)
+    run_until_done(worker)
+    kept_sink = worker.engine.sinks["web-proxy/domain_load"]
+    path = folder / "web-proxy" / "pipeline.yaml"
+    text = path.read_text()
+    assert "HAVING COUNT(*) = 2" in text
+    path.write_text(text.replace("HAVING COUNT(*) = 2", "HAVING COUNT(*) = 3"))
+    [result] = worker.reconcile()
+    assert result.status == "applied"
+    assert result.replaced == ["loyal_clients"]
+    assert sorted(result.kept) == ["commerce_urls", "domain_load"]
+    assert worker.engine.sinks["web-proxy/domain_load"] is kept_sink  # state untouched
+
+
+def test_invalid_file_is_rejected_and_the_running_version_stays(tmp_path: Path, folder: Path) -> None:
+    worker = make_worker(tmp_path, folder)
+    run_until_done(worker)
+    before = set(worker.queries)
+    path = folder / "web-proxy" / "pipeline.yaml"
+    path.write_text(path.read_text().replace("COUNT(*) AS requests", "COUNT(*) AS requests, nope"))
+    [result] = worker.reconcile()
+    assert result.status == "rejected"
+    assert set(worker.queries) == before
+    [error] = result.errors
+    assert error.startswith(str(path)) and "nope" in error
+    last = worker.catalog.deployments("web-proxy")[-1]
+    assert last.status == "rejected" and "nope" in (last.error or "")
+
+
+def test_removed_file_stops_its_queries(tmp_path: Path, folder: Path) -> None:
+    worker = make_worker(tmp_path, folder)
+    run_until_done(worker)
+    (folder / "web-proxy" / "pipeline.yaml").unlink()
+    [result] = worker.reconcile()
+    assert result.status == "removed"
+    assert not worker.queries and not worker.sources
+    assert {q.status for q in worker.catalog.queries("web-proxy")} == {"stopped"}
