@@ -1,4 +1,4 @@
-"""The `cq` command (DESIGN §6): validate, explain, run.
+"""The `cq` command (DESIGN §6): validate, explain, run; catalog and relation (docs/catalog.md).
 
 Exit status: 0 on success, 2 on invalid input, 1 on failure.
 """
@@ -12,6 +12,7 @@ from pathlib import Path
 
 import typer
 
+from cq_service.catalog.cli import catalog_app, relation_app
 from cq_service.errors import CQError
 
 __all__ = ["app", "main"]
@@ -233,6 +234,10 @@ def bench_nexmark(
     if problems:
         typer.echo("results disagree:\n" + "\n".join(problems), err=True)
         raise typer.Exit(1)
+
+
+app.add_typer(catalog_app, name="catalog")
+app.add_typer(relation_app, name="relation")
 
 
 def _memory_gib() -> int:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+import cq_service.catalog  # noqa: F401 - registers the catalog source of stored relations
 from cq_service.compiler import CompiledPipeline
 from cq_service.cql.logical import Source
 from cq_service.engine.build import SourceOptions, build_executor

@@ -49,6 +49,8 @@ __all__ = [
 
 # The keys of a generator source (the schema checks their types).
 GENERATOR_OPTIONS = ("generator", "table", "events", "seed", "rate", "pace")
+# The keys of a catalog source (relations only: rows stored in the SQL catalog).
+CATALOG_OPTIONS = ("name", "url")
 
 # File extension -> format, for sources and sinks that do not say.
 FORMAT_EXTENSIONS: Mapping[str, str] = {
@@ -205,9 +207,11 @@ def _explain(error: ValidationError, doc: YamlDocument) -> list[SpecError]:
             if key not in _declaring_schema(error.schema).get("properties", {}):
                 return []  # an unknown key: reported by additionalProperties
             kind_of = _type_of(doc, path)
+            others = [k for k in error.validator_value if k != "type"]
+            takes = f"only {', '.join(others)}" if others else "no other keys"
             message = (
                 f"key '{key}' is not allowed in {_the(what)}: "
-                f"a {path[-1]} of type '{kind_of}' takes no other keys"
+                f"a {path[-1]} of type '{kind_of}' takes {takes}"
             )
             return [SpecError(message, span)]
         message = error.schema.get("patternErrorMessage", f"must match {error.validator_value}")
@@ -369,6 +373,22 @@ def _shown(value: Any, raw: str | None) -> str:
     )
 
 
+def _relative_sqlite(url: str, base_dir: FsPath) -> str:
+    """A catalog URL with a relative SQLite path (``sqlite:///cat.db`` or a bare path) made
+    absolute against `base_dir`; other URLs as they are."""
+    prefix = "sqlite:///"
+    if url.startswith(prefix):
+        rest = url[len(prefix) :]
+    elif "://" not in url:
+        rest = url
+    else:
+        return url
+    where, sep, query = rest.partition("?")
+    if not where or where.startswith(("/", "file:")) or where == ":memory:":
+        return url
+    return f"{prefix}{(base_dir / where).resolve()}{sep}{query}"
+
+
 # --- checks after the schema -------------------------------------------------------------------
 
 
@@ -426,7 +446,7 @@ class _SpecBuilder:
         timestamp = raw.get("timestamp")
         if timestamp is not None:
             self._check_timestamp(timestamp, schema, path, what)
-        source = self._source(raw["source"], (*path, "source"), what)
+        source = self._source(raw["source"], (*path, "source"), what, name)
         max_delay = 0
         if "max_delay" in raw:
             max_delay = self._duration(raw["max_delay"], (*path, "max_delay"))
@@ -509,19 +529,24 @@ class _SpecBuilder:
             self._error(f"{_describe(path)}: {exc}", self.doc.span(path))
             return 0
 
-    def _source(self, raw: Mapping[str, Any], path: Path, owner: str) -> SourceSpec:
+    def _source(self, raw: Mapping[str, Any], path: Path, owner: str, name: str) -> SourceSpec:
         file_path, fmt = self._file(raw, path, "source")
         options: dict[str, Any] = {}
         for key in raw:
-            wrong = (key in GENERATOR_OPTIONS) != (raw.get("type") == "generator")
-            if wrong and key not in ("type",):
+            if key in CATALOG_OPTIONS:
+                wrong, kind = raw.get("type") != "catalog", "catalog"
+            else:
+                wrong = (key in GENERATOR_OPTIONS) != (raw.get("type") == "generator")
                 kind = "generator" if key in GENERATOR_OPTIONS else "file"
+            if wrong and key not in ("type",):
                 self._error(
                     f"'{key}' only applies to {kind} sources, "
                     f"but {_the(_describe(path))} is of type {raw.get('type')}",
                     self.doc.span((*path, key), key=True),
                 )
-        if raw.get("type") == "generator":
+        if raw.get("type") == "catalog":
+            options = self._catalog_options(raw, path, owner, name)
+        elif raw.get("type") == "generator":
             options = {k: raw[k] for k in GENERATOR_OPTIONS if k in raw}
             options.setdefault("seed", 0)
             options.setdefault("rate", 10_000)
@@ -544,6 +569,25 @@ class _SpecBuilder:
             options=options,
             span=self.doc.span(path, key=True),
         )
+
+    def _catalog_options(
+        self, raw: Mapping[str, Any], path: Path, owner: str, name: str
+    ) -> dict[str, Any]:
+        """A catalog source: the catalog relation's `name`, the catalog `url` (None: the
+        default, chosen when read) and the reading `pipeline` (it sees the shared rows and its
+        own). Relations only."""
+        if path[0] != "relations":
+            self._error(
+                f"{owner}: source type 'catalog' is for relations only "
+                "(a stream cannot be read from the catalog)",
+                self.doc.span((*path, "type")),
+            )
+        url = raw.get("url")
+        return {
+            "name": raw.get("name", name),
+            "url": None if url is None else _relative_sqlite(url, self.base_dir),
+            "pipeline": self.doc.value["name"],
+        }
 
     def _check_exists(
         self, file_path: str, fmt: str | None, shown: str, path: Path, owner: str

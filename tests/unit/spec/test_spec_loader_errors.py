@@ -55,7 +55,8 @@ extra: 1
         "10:3: stream name 'bad-name' is not an identifier (letters, digits and '_', not "
         "starting with a digit)",
         "11:13: schema of stream 'bad-name' must list at least one column",
-        "12:20: type of the source of stream 'bad-name' must be one of file, generator, got 'kafka'",
+        "12:20: type of the source of stream 'bad-name' must be one of file, generator, catalog, "
+        "got 'kafka'",
         "15:9: cql of query 'q' is empty",
         "16:26: key 'path' is not allowed in the sink of query 'q': a sink of type 'stdout' "
         "takes no other keys",

@@ -1,0 +1,665 @@
+"""The catalog repository: every read and write the worker, the reconciler and `cq` make.
+
+``Catalog(url)`` opens the catalog at a SQLAlchemy URL (see `database`); each method runs in a
+transaction of its own and returns plain values (`records`), never ORM objects. Database errors
+become `CatalogError`; a request that cannot be right (an unknown query, a bad status, a row
+that is not JSON) is a `CatalogInputError`.
+
+Control fields and redeploys (`upsert_query`): a query's weight, qos and memory_budget may come
+from the pipeline file and may be changed at run time through `set_control`. The catalog keeps
+what the file said last time; on a redeploy a field takes the file's value only if the file
+changed it since then (a value set through the API survives redeploys of an unchanged file,
+and an edit to the file wins over it). `active` is never set by the file: only `set_control`
+changes it, and a new query starts active.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import and_, delete, func, or_, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from cq_service.catalog import database
+from cq_service.catalog import models as m
+from cq_service.catalog.exceptions import CatalogError, CatalogInputError
+from cq_service.catalog.records import (
+    AdjustmentRecord,
+    Checkpoint,
+    DeploymentRecord,
+    QueryRecord,
+    RelationRowRecord,
+    SourceRecord,
+    StatsRecord,
+)
+from cq_service.catalog.spec_json import stream_json
+from cq_service.spec.model import StreamSpec
+
+__all__ = ["Catalog"]
+
+_INT64 = (-(2**63), 2**63 - 1)
+_CONTROLS = ("weight", "qos", "memory_budget")
+
+
+class Catalog:
+    """The catalog at `url` (default: `database.default_url()`).
+
+    `create=False` refuses to make a new SQLite file (readers should not create catalogs)."""
+
+    def __init__(self, url: str | None = None, *, create: bool = True):
+        self.url = url or database.default_url()
+        self.engine = database.make_engine(self.url, create=create)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Catalog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Catalog({database.shown_url(self.engine.url)!r})"
+
+    # -- schema ------------------------------------------------------------------------------
+
+    def upgrade(self, revision: str = "head") -> None:
+        """Migrate to `revision` (default: the newest)."""
+        database.upgrade(self.engine, revision)
+
+    def downgrade(self, revision: str = "base") -> None:
+        """Migrate down to `revision` (``base`` drops every catalog table)."""
+        database.downgrade(self.engine, revision)
+
+    def revision(self) -> str | None:
+        """The revision the catalog is at (None: not migrated)."""
+        try:
+            return database.current_revision(self.engine)
+        except SQLAlchemyError as e:
+            raise self._error(e) from e
+
+    def is_current(self) -> bool:
+        """Whether the catalog is migrated to the newest revision."""
+        return self.revision() == database.head_revision()
+
+    # -- deployments ---------------------------------------------------------------------------
+
+    def record_deployment(
+        self,
+        pipeline: str,
+        spec_hash: str,
+        revision: str | None,
+        status: str,
+        error: str | None = None,
+    ) -> int:
+        """Log a deployment attempt (`status` applied, rejected or removed); its id."""
+        _check_choice("deployment status", status, m.DEPLOYMENT_STATUSES)
+        with self._tx() as s:
+            row = m.Deployment(
+                pipeline=pipeline,
+                spec_hash=spec_hash,
+                revision=revision,
+                status=status,
+                error=error,
+                created_at=m.utcnow(),
+            )
+            s.add(row)
+            s.flush()
+            return int(row.id)
+
+    def deployments(self, pipeline: str | None = None) -> list[DeploymentRecord]:
+        """The deployment log (of one pipeline, or all), oldest first."""
+        stmt = select(m.Deployment).order_by(m.Deployment.id)
+        if pipeline is not None:
+            stmt = stmt.where(m.Deployment.pipeline == pipeline)
+        with self._tx() as s:
+            return [_deployment(d) for d in s.scalars(stmt)]
+
+    # -- queries -------------------------------------------------------------------------------
+
+    def upsert_query(
+        self,
+        pipeline: str,
+        name: str,
+        cql: str,
+        sink: Mapping[str, Any] | None,
+        weight: float,
+        spec_hash: str,
+        status: str,
+        start_after: int | None = None,
+        error: str | None = None,
+        *,
+        qos: Mapping[str, Sequence[float]] | None = None,
+        memory_budget: int | None = None,
+    ) -> QueryRecord:
+        """Add or update a query as deployed from its pipeline file.
+
+        cql, sink, spec_hash, status and error are replaced. `start_after` is replaced, except
+        that None keeps the stored value while `spec_hash` is unchanged. weight, qos and
+        memory_budget are the file's values: each is applied only on insert or if it differs
+        from what the file said at the previous upsert (see the module docstring)."""
+        _check_choice("query status", status, m.QUERY_STATUSES)
+        file_now = {
+            "weight": _weight(weight),
+            "qos": None if qos is None else _qos(qos),
+            "memory_budget": _budget(memory_budget),
+        }
+        with self._tx() as s:
+            row = s.scalars(
+                select(m.Query)
+                .where(m.Query.pipeline == pipeline, m.Query.name == name)
+                .with_for_update()
+            ).one_or_none()
+            if row is None:
+                row = m.Query(pipeline=pipeline, name=name, active=True, qos={})
+                s.add(row)
+                previous: Mapping[str, Any] = {}
+                fresh = True
+            else:
+                previous = row.file_controls or {}
+                fresh = False
+                if start_after is None and row.spec_hash == spec_hash:
+                    start_after = row.start_after
+            for key in _CONTROLS:
+                if fresh or previous.get(key) != file_now[key]:
+                    _apply_control(row, key, file_now[key])
+            row.file_controls = file_now
+            row.cql = cql
+            row.sink = _json_value("sink", dict(sink) if sink is not None else None)
+            row.spec_hash = spec_hash
+            row.status = status
+            row.error = error
+            row.start_after = _int64_or_none("start_after", start_after)
+            row.updated_at = m.utcnow()
+            s.flush()
+            return _query(row)
+
+    def set_query_status(
+        self, pipeline: str, name: str, status: str, error: str | None = None
+    ) -> QueryRecord:
+        """Set a query's status (running, stopped, failed) and error (None clears it)."""
+        _check_choice("query status", status, m.QUERY_STATUSES)
+        with self._tx() as s:
+            row = _one_query(s, pipeline, name)
+            row.status = status
+            row.error = error
+            row.updated_at = m.utcnow()
+            return _query(row)
+
+    def remove_query(self, pipeline: str, name: str) -> bool:
+        """Delete a query (its controls go with it); False if there was none."""
+        with self._tx() as s:
+            result = s.execute(
+                delete(m.Query).where(m.Query.pipeline == pipeline, m.Query.name == name)
+            )
+            return bool(result.rowcount)
+
+    def queries(self, pipeline: str | None = None) -> list[QueryRecord]:
+        """The queries (of one pipeline, or all), by pipeline then in the order first added."""
+        stmt = select(m.Query).order_by(m.Query.pipeline, m.Query.id)
+        if pipeline is not None:
+            stmt = stmt.where(m.Query.pipeline == pipeline)
+        with self._tx() as s:
+            return [_query(q) for q in s.scalars(stmt)]
+
+    def query(self, pipeline: str, name: str) -> QueryRecord | None:
+        with self._tx() as s:
+            row = s.scalars(
+                select(m.Query).where(m.Query.pipeline == pipeline, m.Query.name == name)
+            ).one_or_none()
+            return None if row is None else _query(row)
+
+    def set_control(
+        self,
+        pipeline: str,
+        name: str,
+        *,
+        weight: float | None = None,
+        active: bool | None = None,
+        memory_budget: int | None = None,
+        qos: Mapping[str, Sequence[float]] | None = None,
+        clear_memory_budget: bool = False,
+    ) -> QueryRecord:
+        """Change a query's run-time controls; None leaves a control as it is
+        (`clear_memory_budget` removes the budget). Survives redeploys of an unchanged file."""
+        values: dict[str, Any] = {}
+        if weight is not None:
+            values["weight"] = _weight(weight)
+        if qos is not None:
+            values["qos"] = _qos(qos)
+        if memory_budget is not None:
+            values["memory_budget"] = _budget(memory_budget)
+        if clear_memory_budget:
+            if memory_budget is not None:
+                raise CatalogInputError("give memory_budget or clear_memory_budget, not both")
+            values["memory_budget"] = None
+        with self._tx() as s:
+            row = _one_query(s, pipeline, name)
+            for key, value in values.items():
+                _apply_control(row, key, value)
+            if active is not None:
+                row.active = bool(active)
+            row.updated_at = m.utcnow()
+            return _query(row)
+
+    # -- streams and relations as declared ------------------------------------------------
+
+    def upsert_source(self, pipeline: str, stream: Mapping[str, Any] | StreamSpec) -> SourceRecord:
+        """Record a stream or relation as `pipeline` declares it: a `StreamSpec`, or its JSON
+        (`spec_json.stream_json`: name, is_relation, schema, source, timestamp)."""
+        data = stream_json(stream) if isinstance(stream, StreamSpec) else dict(stream)
+        try:
+            name = str(data["name"])
+            schema = [[str(c), str(t)] for c, t in _pairs(data["schema"])]
+            source = _json_value("source", dict(data["source"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise CatalogInputError(f"not a stream spec as JSON: {e}") from None
+        with self._tx() as s:
+            row = s.scalars(
+                select(m.Stream).where(m.Stream.pipeline == pipeline, m.Stream.name == name)
+            ).one_or_none()
+            if row is None:
+                row = m.Stream(pipeline=pipeline, name=name)
+                s.add(row)
+            row.is_relation = bool(data.get("is_relation", False))
+            row.schema = schema
+            row.source = source
+            row.timestamp = data.get("timestamp")
+            row.updated_at = m.utcnow()
+            s.flush()
+            return _source(row)
+
+    def remove_source(self, pipeline: str, name: str) -> bool:
+        with self._tx() as s:
+            result = s.execute(
+                delete(m.Stream).where(m.Stream.pipeline == pipeline, m.Stream.name == name)
+            )
+            return bool(result.rowcount)
+
+    def sources(self, pipeline: str | None = None) -> list[SourceRecord]:
+        """Declared streams and relations (of one pipeline, or all), in the order recorded."""
+        stmt = select(m.Stream).order_by(m.Stream.pipeline, m.Stream.id)
+        if pipeline is not None:
+            stmt = stmt.where(m.Stream.pipeline == pipeline)
+        with self._tx() as s:
+            return [_source(r) for r in s.scalars(stmt)]
+
+    def relation_declarations(
+        self, relation: str, pipeline: str | None = None
+    ) -> list[SourceRecord]:
+        """The relations (of `pipeline`, or of any) whose source is catalog relation `relation`."""
+        return [
+            r
+            for r in self.sources(pipeline)
+            if r.catalog_relation is not None and r.catalog_relation == relation
+        ]
+
+    # -- stored relations -------------------------------------------------------------------
+
+    def insert_relation_rows(
+        self,
+        relation: str,
+        rows: Sequence[tuple[int, str | int, Mapping[str, Any]]],
+        pipeline: str | None = None,
+    ) -> int:
+        """Append changes (ts, op, row) to a stored relation; op is ``+``/``-`` (or +1/-1).
+        `pipeline` None shares them with every pipeline. Returns how many were stored."""
+        values = [_relation_value(relation, pipeline, i, r) for i, r in enumerate(rows)]
+        if not values:
+            return 0
+        with self._tx() as s:
+            s.execute(m.RelationRow.__table__.insert(), values)
+        return len(values)
+
+    def relation_rows(
+        self,
+        relation: str,
+        after_id: int = 0,
+        limit: int = 10_000,
+        *,
+        pipeline: str | None = None,
+    ) -> list[RelationRowRecord]:
+        """The changes with id > `after_id`, in id (arrival) order: page by passing the last id.
+
+        `pipeline` None: every row of the relation; a name: what that pipeline sees (the shared
+        rows and its own)."""
+        stmt = (
+            _rows_select(relation, pipeline)
+            .where(m.RelationRow.id > after_id)
+            .order_by(m.RelationRow.id)
+            .limit(limit)
+        )
+        with self._tx() as s:
+            return [_row(r) for r in s.execute(stmt)]
+
+    def relation_rows_by_time(
+        self,
+        relation: str,
+        *,
+        after_id: int = 0,
+        up_to_id: int | None = None,
+        after: tuple[int, int] | None = None,
+        limit: int = 10_000,
+        pipeline: str | None = None,
+    ) -> list[RelationRowRecord]:
+        """The changes with `after_id` < id <= `up_to_id`, ordered by (ts, id), starting after
+        the (ts, id) key `after`: page by passing the last row's (ts, id)."""
+        stmt = _rows_select(relation, pipeline).where(m.RelationRow.id > after_id)
+        if up_to_id is not None:
+            stmt = stmt.where(m.RelationRow.id <= up_to_id)
+        if after is not None:
+            ts, row_id = after
+            stmt = stmt.where(
+                or_(
+                    m.RelationRow.ts > ts,
+                    and_(m.RelationRow.ts == ts, m.RelationRow.id > row_id),
+                )
+            )
+        stmt = stmt.order_by(m.RelationRow.ts, m.RelationRow.id).limit(limit)
+        with self._tx() as s:
+            return [_row(r) for r in s.execute(stmt)]
+
+    def last_relation_row_id(self, relation: str, *, pipeline: str | None = None) -> int:
+        """The largest row id of the relation (as `pipeline` sees it), 0 if it has none."""
+        stmt = select(func.max(m.RelationRow.id)).where(m.RelationRow.relation == relation)
+        if pipeline is not None:
+            stmt = stmt.where(_visible_to(pipeline))
+        with self._tx() as s:
+            return int(s.scalar(stmt) or 0)
+
+    # -- adjustments and statistics ---------------------------------------------------------
+
+    def log_adjustment(
+        self,
+        pipeline: str,
+        kind: str,
+        detail: Mapping[str, Any] | None = None,
+        query: str | None = None,
+    ) -> int:
+        """Log a run-time adjustment (e.g. kind ``window``, detail ``{"from": 600, "to": 300}``)."""
+        with self._tx() as s:
+            row = m.Adjustment(
+                pipeline=pipeline,
+                query=query,
+                kind=kind,
+                detail=_json_value("detail", dict(detail or {})),
+                at=m.utcnow(),
+            )
+            s.add(row)
+            s.flush()
+            return int(row.id)
+
+    def adjustments(
+        self, pipeline: str | None = None, query: str | None = None, limit: int | None = None
+    ) -> list[AdjustmentRecord]:
+        """The adjustment log, oldest first (`limit`: only the newest so many)."""
+        stmt = select(m.Adjustment).order_by(m.Adjustment.id.desc())
+        if pipeline is not None:
+            stmt = stmt.where(m.Adjustment.pipeline == pipeline)
+        if query is not None:
+            stmt = stmt.where(m.Adjustment.query == query)
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        with self._tx() as s:
+            found = [_adjustment(a) for a in s.scalars(stmt)]
+        return found[::-1]
+
+    def save_stats(self, data: Any, pipeline: str | None = None) -> int:
+        """Store a statistics snapshot (of one pipeline, or of the worker); its id."""
+        with self._tx() as s:
+            row = m.StatsSnapshot(at=m.utcnow(), pipeline=pipeline, data=_json_value("data", data))
+            s.add(row)
+            s.flush()
+            return int(row.id)
+
+    def stats(self, pipeline: str | None = None, limit: int | None = None) -> list[StatsRecord]:
+        """Statistics snapshots, oldest first (`limit`: only the newest so many)."""
+        stmt = select(m.StatsSnapshot).order_by(m.StatsSnapshot.id.desc())
+        if pipeline is not None:
+            stmt = stmt.where(m.StatsSnapshot.pipeline == pipeline)
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        with self._tx() as s:
+            found = [
+                StatsRecord(int(r.id), _aware(r.at), r.pipeline, r.data) for r in s.scalars(stmt)
+            ]
+        return found[::-1]
+
+    # -- checkpoints -------------------------------------------------------------------------
+
+    def save_checkpoint(
+        self,
+        key: str,
+        frontier: int | None,
+        offsets: Mapping[str, Mapping[str | int, int]],
+        queries: Mapping[str, Any],
+    ) -> None:
+        """Replace the checkpoint stored under `key` (atomically)."""
+        values = {
+            "key": key,
+            "frontier": _int64_or_none("frontier", frontier),
+            "offsets": _json_value("offsets", {str(k): dict(v) for k, v in offsets.items()}),
+            "queries": _json_value("queries", dict(queries)),
+            "updated_at": m.utcnow(),
+        }
+        with self._tx() as s:
+            insert = postgresql.insert if s.bind.dialect.name == "postgresql" else sqlite.insert
+            stmt = insert(m.CheckpointRow).values(values)
+            stmt = stmt.on_conflict_do_update(
+                index_elements=["key"], set_={k: v for k, v in values.items() if k != "key"}
+            )
+            s.execute(stmt)
+
+    def load_checkpoint(self, key: str) -> Checkpoint | None:
+        with self._tx() as s:
+            row = s.get(m.CheckpointRow, key)
+            if row is None:
+                return None
+            return Checkpoint(
+                row.key, row.frontier, row.offsets, row.queries, _aware(row.updated_at)
+            )
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    @contextmanager
+    def _tx(self) -> Iterator[Session]:
+        try:
+            with self._sessions.begin() as session:
+                yield session
+        except SQLAlchemyError as e:
+            raise self._error(e) from e
+
+    def _error(self, e: SQLAlchemyError) -> CatalogError:
+        shown = database.shown_url(self.engine.url)
+        text = database.describe(e)
+        if (
+            "no such table" in text
+            or getattr(getattr(e, "orig", None), "sqlstate", None) == "42P01"
+        ):
+            return CatalogError(
+                f"the catalog at {shown} is not migrated ({text}); "
+                f"run: cq catalog upgrade --catalog {shown}"
+            )
+        return CatalogError(f"catalog {shown}: {text}")
+
+
+# -- validation -----------------------------------------------------------------------------
+
+
+def _check_choice(what: str, value: str, allowed: Sequence[str]) -> None:
+    if value not in allowed:
+        raise CatalogInputError(f"{what} must be one of {', '.join(allowed)}, not {value!r}")
+
+
+def _weight(weight: float) -> float:
+    if isinstance(weight, bool) or not isinstance(weight, int | float):
+        raise CatalogInputError(f"weight must be a number, not {weight!r}")
+    if not math.isfinite(weight) or weight <= 0:
+        raise CatalogInputError(f"weight must be a positive number, not {weight!r}")
+    return float(weight)
+
+
+def _budget(budget: int | None) -> int | None:
+    if budget is None:
+        return None
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
+        raise CatalogInputError(f"memory_budget must be a positive integer (bytes), not {budget!r}")
+    return _int64_or_none("memory_budget", budget)
+
+
+def _qos(qos: Mapping[str, Sequence[float]]) -> dict[str, list[float]]:
+    """QoS ranges: {setting: [min, max]} with min <= max."""
+    if not isinstance(qos, Mapping):
+        raise CatalogInputError(f"qos must map settings to [min, max], not {qos!r}")
+    out: dict[str, list[float]] = {}
+    for key, bounds in qos.items():
+        ok = (
+            isinstance(bounds, Sequence)
+            and not isinstance(bounds, str)
+            and len(bounds) == 2
+            and all(
+                isinstance(b, int | float) and not isinstance(b, bool) and math.isfinite(b)
+                for b in bounds
+            )
+        )
+        if not ok or bounds[0] > bounds[1]:
+            raise CatalogInputError(
+                f"qos {key!r} must be a range [min, max] of numbers with min <= max, not {bounds!r}"
+            )
+        out[str(key)] = [bounds[0], bounds[1]]
+    return out
+
+
+def _int64_or_none(what: str, value: int | None) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CatalogInputError(f"{what} must be an integer, not {value!r}")
+    if not _INT64[0] <= value <= _INT64[1]:
+        raise CatalogInputError(f"{what} {value} is out of the 64-bit range")
+    return value
+
+
+def _json_value(what: str, value: Any) -> Any:
+    """`value` as it will read back from a JSON column (no NaN, string keys)."""
+    try:
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError) as e:
+        raise CatalogInputError(f"{what} is not JSON: {e}") from None
+
+
+def _pairs(schema: Any) -> list[tuple[Any, Any]]:
+    if isinstance(schema, Mapping):
+        return list(schema.items())
+    return [(c, t) for c, t in schema]
+
+
+def _relation_value(
+    relation: str, pipeline: str | None, index: int, change: tuple[int, Any, Mapping[str, Any]]
+) -> dict[str, Any]:
+    try:
+        ts, op, row = change
+    except (TypeError, ValueError):
+        raise CatalogInputError(f"row {index}: expected (ts, op, row), got {change!r}") from None
+    op_text = {"+": "+", "-": "-", 1: "+", -1: "-"}.get(op) if not isinstance(op, bool) else None
+    if op_text is None:
+        raise CatalogInputError(f"row {index}: op must be '+' or '-', not {op!r}")
+    if not isinstance(row, Mapping):
+        raise CatalogInputError(f"row {index}: the row must be a JSON object, not {row!r}")
+    return {
+        "relation": relation,
+        "pipeline": pipeline,
+        "ts": _int64_or_none(f"row {index}: ts", ts),
+        "op": op_text,
+        "row": _json_value(f"row {index}", dict(row)),
+    }
+
+
+# -- ORM rows -> records --------------------------------------------------------------------
+
+
+def _visible_to(pipeline: str) -> Any:
+    return or_(m.RelationRow.pipeline.is_(None), m.RelationRow.pipeline == pipeline)
+
+
+def _rows_select(relation: str, pipeline: str | None) -> Any:
+    stmt = select(m.RelationRow.id, m.RelationRow.ts, m.RelationRow.op, m.RelationRow.row).where(
+        m.RelationRow.relation == relation
+    )
+    return stmt if pipeline is None else stmt.where(_visible_to(pipeline))
+
+
+def _row(r: Any) -> RelationRowRecord:
+    return RelationRowRecord(int(r.id), int(r.ts), str(r.op), dict(r.row))
+
+
+def _apply_control(row: m.Query, key: str, value: Any) -> None:
+    if key == "qos":
+        row.qos = {} if value is None else value
+    elif key == "weight":
+        row.weight = value
+    else:
+        row.memory_budget = value
+
+
+def _one_query(s: Session, pipeline: str, name: str) -> m.Query:
+    row = s.scalars(
+        select(m.Query).where(m.Query.pipeline == pipeline, m.Query.name == name).with_for_update()
+    ).one_or_none()
+    if row is None:
+        raise CatalogInputError(f"no query {name!r} in pipeline {pipeline!r}")
+    return row
+
+
+def _aware(at: datetime) -> datetime:
+    """SQLite drops the time zone of stored times: they are UTC."""
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+def _query(q: m.Query) -> QueryRecord:
+    return QueryRecord(
+        pipeline=q.pipeline,
+        name=q.name,
+        cql=q.cql,
+        sink=q.sink,
+        weight=float(q.weight),
+        active=bool(q.active),
+        qos=q.qos or {},
+        memory_budget=q.memory_budget,
+        spec_hash=q.spec_hash,
+        start_after=q.start_after,
+        status=q.status,
+        error=q.error,
+        updated_at=_aware(q.updated_at),
+    )
+
+
+def _source(r: m.Stream) -> SourceRecord:
+    return SourceRecord(
+        pipeline=r.pipeline,
+        name=r.name,
+        is_relation=bool(r.is_relation),
+        schema={str(c): str(t) for c, t in r.schema},
+        source=r.source,
+        timestamp=r.timestamp,
+        updated_at=_aware(r.updated_at),
+    )
+
+
+def _deployment(d: m.Deployment) -> DeploymentRecord:
+    return DeploymentRecord(
+        int(d.id), d.pipeline, d.spec_hash, d.revision, d.status, d.error, _aware(d.created_at)
+    )
+
+
+def _adjustment(a: m.Adjustment) -> AdjustmentRecord:
+    return AdjustmentRecord(int(a.id), a.pipeline, a.query, a.kind, a.detail or {}, _aware(a.at))

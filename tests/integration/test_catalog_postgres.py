@@ -1,0 +1,67 @@
+"""The catalog on PostgreSQL: the same migrations and round trips as on SQLite (tests/unit/catalog)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from cq_service.catalog import Catalog, CatalogError
+from cq_service.catalog.models import Base
+from cq_service.io import open_source
+from cq_service.spec.model import FieldSpec, SourceSpec, StreamSpec
+from cq_service.types import DataType
+from tests.unit.catalog.checks import check_migrations_up_down_up, check_round_trip
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def pg_catalog(fresh_database_url: str) -> Iterator[Catalog]:
+    catalog = Catalog(fresh_database_url)
+    yield catalog
+    catalog.close()
+
+
+def test_up_down_up(pg_catalog: Catalog):
+    assert pg_catalog.engine.dialect.name == "postgresql"
+    check_migrations_up_down_up(pg_catalog)
+
+
+def test_round_trip(pg_catalog: Catalog):
+    pg_catalog.upgrade()
+    check_round_trip(pg_catalog)
+
+
+def test_the_models_match_the_migrations(pg_catalog: Catalog):
+    pg_catalog.upgrade()
+    with pg_catalog.engine.connect() as connection:
+        context = MigrationContext.configure(connection, opts={"compare_type": True})
+        assert compare_metadata(context, Base.metadata) == []
+
+
+def test_an_unmigrated_database_says_how_to_migrate(pg_catalog: Catalog):
+    with pytest.raises(CatalogError, match=r"not migrated.*cq catalog upgrade"):
+        pg_catalog.deployments()
+
+
+def test_the_relation_source_reads_postgres(pg_catalog: Catalog, fresh_database_url: str):
+    pg_catalog.upgrade()
+    pg_catalog.insert_relation_rows(
+        "Domains",
+        [
+            (3, "+", {"domain": "b", "rank": 2}),
+            (1, "+", {"domain": "a", "rank": "x"}),
+            (1, "-", {"domain": "c", "rank": 1}),
+        ],
+    )
+    fields = (FieldSpec("domain", DataType.STRING), FieldSpec("rank", DataType.INT))
+    options = {"name": "Domains", "url": fresh_database_url, "pipeline": "web"}
+    spec = StreamSpec("Domains", fields, SourceSpec("catalog", options=options), None, True)
+    with open_source(spec, "ms") as reader:
+        chunks = list(reader)
+    assert [t for c in chunks for t in c.ts.tolist()] == [1, 3]
+    assert [o for c in chunks for o in c.ops.tolist()] == [-1, 1]
+    assert [d.reason for c in chunks for d in c.dead] == ["column 'rank': 'x' is not an int"]

@@ -1,0 +1,87 @@
+"""The Alembic migrations on SQLite: up, down, up; and the models describe what they create."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import inspect
+from sqlalchemy.exc import IntegrityError
+
+from cq_service.catalog import Catalog, CatalogError
+from cq_service.catalog.database import MIGRATIONS, default_url, normalize_url
+from cq_service.catalog.models import Base
+from tests.unit.catalog.checks import check_migrations_up_down_up
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_up_down_up(make_catalog):
+    check_migrations_up_down_up(make_catalog(migrate=False))
+
+
+def test_the_models_match_the_newest_migration(catalog: Catalog):
+    with catalog.engine.connect() as connection:
+        context = MigrationContext.configure(connection, opts={"compare_type": True})
+        assert compare_metadata(context, Base.metadata) == []
+
+
+def test_indexes_and_constraints_exist(catalog: Catalog):
+    found = inspect(catalog.engine)
+    indexes = {i["name"] for i in found.get_indexes("relation_rows")}
+    assert {"ix_relation_rows_relation_ts_id", "ix_relation_rows_relation_id"} <= indexes
+    uniques = {tuple(u["column_names"]) for u in found.get_unique_constraints("queries")}
+    assert ("pipeline", "name") in uniques
+    # The CHECK on op holds even past the repository.
+    with pytest.raises(IntegrityError, match="ck_relation_rows_op"), catalog.engine.begin() as c:
+        c.exec_driver_sql(
+            "INSERT INTO relation_rows (relation, ts, op, row) VALUES ('R', 1, '*', '{}')"
+        )
+
+
+def test_a_step_down_and_an_unknown_revision(catalog: Catalog):
+    catalog.downgrade("-1")
+    assert catalog.revision() is None
+    with pytest.raises(CatalogError, match=r"cannot upgrade .* to 'nope'"):
+        catalog.upgrade("nope")
+
+
+def test_the_migrations_folder_is_found_from_the_package():
+    assert MIGRATIONS == ROOT / "migrations"
+    assert (MIGRATIONS / "versions").is_dir()
+
+
+def test_the_alembic_command_line_works_with_the_ini(tmp_path: Path):
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    alembic = Path(sys.executable).with_name("alembic")
+    done = subprocess.run(
+        [
+            str(alembic),
+            "-c",
+            str(MIGRATIONS / "alembic.ini"),
+            "-x",
+            f"url={url}",
+            "upgrade",
+            "head",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    with Catalog(url) as catalog:
+        assert catalog.is_current()
+
+
+def test_urls():
+    assert default_url({}) == "sqlite:///.cq/catalog.db"
+    assert default_url({"CQ_CATALOG": "postgresql://h/db"}) == "postgresql://h/db"
+    assert normalize_url("data/c.db").database == "data/c.db"
+    assert normalize_url("postgresql://u@h/db").drivername == "postgresql+psycopg"
+    with pytest.raises(CatalogError, match="unsupported catalog database 'mysql'"):
+        normalize_url("mysql://u@h/db")
