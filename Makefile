@@ -39,10 +39,19 @@ lint: $(STAMP)
 
 # pytest exits 5 when it collected nothing: an empty selection is a failure, not a pass.
 # Then the quick NEXMark run: q0-q8 on cq, Spark and Flink, failing if any results disagree.
-test: $(STAMP) lint bench-deps
+test: $(STAMP) lint bench-deps services
 	$(PY) -m pytest -q -n 2 -p no:cacheprovider tests; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "no tests were collected" >&2; exit 1; fi; exit $$status
 	$(CQ) bench nexmark --quick
+
+# Kafka 4 (KRaft, 127.0.0.1:19092) and PostgreSQL (127.0.0.1:15432) for the integration tests;
+# idempotent, state in .services/ (tests/services). `services-down` stops both, keeps the caches.
+.PHONY: services services-down
+services: $(STAMP)
+	$(PY) -m tests.services up
+
+services-down: $(STAMP)
+	$(PY) -m tests.services down
 
 # NEXMark q0-q8 on cq, Spark and Flink over a small input: fails if any results disagree
 # (part of `make test`).

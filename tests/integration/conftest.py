@@ -1,0 +1,147 @@
+"""Fixtures for tests against real Kafka and PostgreSQL (every test here is `integration`).
+
+Each service comes from, in order: the environment (CQ_TEST_KAFKA, CQ_TEST_DATABASE_URL);
+testcontainers, when a Docker engine answers; else the local services of `make services`
+(tests/services), started on demand — idempotent and locked, so parallel workers share them.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+import sqlalchemy as sa
+from kafka import KafkaAdminClient
+from kafka.admin import OffsetSpec
+from kafka.structs import TopicPartition
+
+from tests.services.kafka import KAFKA_API_VERSION
+
+if TYPE_CHECKING:
+    from tests.services import Services
+
+KAFKA_IMAGE = "confluentinc/cp-kafka:8.0.0"  # Apache Kafka 4.0, KRaft
+POSTGRES_IMAGE = "postgres:15"  # what Debian 12 ships for the local server
+_INTEGRATION_DIR = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test under tests/integration as `integration`."""
+    for item in items:
+        if _INTEGRATION_DIR in Path(item.path).resolve().parents:
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def docker_available() -> bool:
+    """Whether a Docker engine answers a ping within two seconds."""
+    try:
+        import docker
+        from docker.errors import DockerException
+    except ImportError:
+        return False
+    try:
+        client = docker.from_env(timeout=2)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except (DockerException, OSError):  # requests' errors are OSErrors
+        return False
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(docker_available: bool) -> Iterator[str]:
+    """A Kafka 4.x broker's bootstrap address, "host:port"."""
+    if address := os.environ.get("CQ_TEST_KAFKA"):
+        yield address
+    elif docker_available:
+        from testcontainers.community.kafka import KafkaContainer
+
+        with KafkaContainer(KAFKA_IMAGE).with_kraft() as container:
+            yield container.get_bootstrap_server()
+    else:
+        yield _local_services().kafka_bootstrap
+
+
+@pytest.fixture(scope="session")
+def database_url(docker_available: bool) -> Iterator[str]:
+    """A PostgreSQL database's SQLAlchemy URL (postgresql+psycopg); its role may create others."""
+    if url := os.environ.get("CQ_TEST_DATABASE_URL"):
+        yield url
+    elif docker_available:
+        from testcontainers.community.postgres import PostgresContainer
+
+        with PostgresContainer(POSTGRES_IMAGE, driver="psycopg") as container:
+            yield container.get_connection_url()
+    else:
+        yield _local_services().database_url
+
+
+@pytest.fixture
+def fresh_database_url(database_url: str) -> Iterator[str]:
+    """The URL of a new, empty, uniquely named database on that server; dropped afterwards."""
+    name = f"cq_test_{uuid.uuid4().hex[:12]}"
+    server = sa.create_engine(database_url, isolation_level="AUTOCOMMIT")
+    try:
+        with server.connect() as connection:
+            connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        yield sa.make_url(database_url).set(database=name).render_as_string(hide_password=False)
+        with server.connect() as connection:
+            connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        server.dispose()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """The SQLAlchemy URL of an SQLite database file in the test's tmp_path."""
+    return f"sqlite:///{tmp_path / 'catalog.sqlite'}"
+
+
+@pytest.fixture(scope="session")
+def kafka_admin(kafka_bootstrap: str) -> Iterator[KafkaAdminClient]:
+    """An admin client for the test broker, shared by the session."""
+    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap, api_version=KAFKA_API_VERSION,
+                             client_id="cq-tests-admin")
+    yield admin
+    admin.close()
+
+
+@pytest.fixture
+def new_topic(kafka_admin: KafkaAdminClient) -> Iterator[Callable[..., str]]:
+    """Factory: `new_topic(partitions=1) -> name` creates a uniquely named, ready topic.
+
+    Ready means every partition has a leader that answers a ListOffsets request. The topics are
+    deleted after the test.
+    """
+    created: list[str] = []
+
+    def create(partitions: int = 1) -> str:
+        name = f"cq-test-{uuid.uuid4().hex[:12]}"
+        kafka_admin.create_topics(
+            {name: {"num_partitions": partitions, "replication_factor": 1}},
+            wait_for_metadata=True,
+        )
+        created.append(name)
+        kafka_admin.wait_for_topics([name], timeout_ms=30_000)
+        kafka_admin.list_partition_offsets(
+            {TopicPartition(name, p): OffsetSpec.LATEST for p in range(partitions)},
+            timeout_ms=30_000,
+        )
+        return name
+
+    yield create
+    if created:
+        kafka_admin.delete_topics(created, raise_errors=False)
+
+
+def _local_services() -> Services:
+    """Start (or find) the local services; imported late so Docker users never need them."""
+    from tests.services import up
+
+    return up()
