@@ -247,6 +247,16 @@ def _memory_gib() -> int:
     return 0
 
 
+def _service_commands() -> None:
+    from cq_service.service.cli import deploy, serve
+
+    app.command("serve")(serve)
+    app.command("deploy")(deploy)
+
+
+_service_commands()
+
+
 def main() -> None:
     try:
         app()
