@@ -31,7 +31,9 @@ import yaml
 
 __all__ = ["DEFAULT_CATALOG", "ConfigError", "ServiceConfig", "load_config"]
 
-DEFAULT_CATALOG = "sqlite:///.cq/catalog.db"
+from cq_service.catalog.database import DEFAULT_SQLITE_PATH
+
+DEFAULT_CATALOG = f"sqlite:///{DEFAULT_SQLITE_PATH}"  # the catalog's own default
 
 
 class ConfigError(ValueError):

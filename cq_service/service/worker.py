@@ -307,6 +307,8 @@ class Worker:
             )
         for qname in result.removed:
             self.catalog.set_query_status(name, qname, "stopped")
+        for stream in [*spec.streams.values(), *spec.relations.values()]:
+            self.catalog.upsert_source(name, stream)  # `cq relation load` checks against these
         self._drop_unread_sources()
         self.pipelines[name] = spec
         if not (result.added or result.replaced or result.removed):
