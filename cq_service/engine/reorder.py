@@ -7,6 +7,12 @@ order (stably: equal timestamps keep arrival order), and that is the source's he
 A stream may also carry heartbeats in its records (`heartbeat: {field, offset}`): a record
 whose field is f promises that no later element has a timestamp below f + offset. The bound is
 then the larger of the two; an element below it is late.
+
+A partitioned source (Kafka) gives the partition of each element and its own heartbeats
+(`advance`). The skew bound then holds per partition — an element is late when it is more than
+δ before the latest timestamp of *its* partition — and the stream-wide bound is the source's
+heartbeat (the minimum over its partitions, which only the source can know). An element at or
+below a heartbeat already released is late too (a partition that was idle and delivers again).
 """
 
 from __future__ import annotations
@@ -25,6 +31,9 @@ class Reorderer:
         self.max_delay = max_delay
         self.max_seen = NONE
         self.promised = NONE  # the records' heartbeats: no later timestamp is below this
+        self.heartbeat = NONE  # the source's own heartbeats (`advance`)
+        self.passed = NONE  # the largest watermark released so far
+        self._max_by_partition: dict[int, int] | None = None  # set once partitions are seen
         self._pending: Batch | None = None
 
     @property
@@ -36,25 +45,48 @@ class Reorderer:
         return 0 if self._pending is None else self._pending.nbytes()
 
     @property
+    def partitioned(self) -> bool:
+        """Whether the skew bound is kept per partition (the source gave partitions)."""
+        return self._max_by_partition is not None
+
+    def partition_max(self, partition: int) -> int:
+        """The latest timestamp seen in `partition` (NONE: none yet)."""
+        return (self._max_by_partition or {}).get(partition, NONE)
+
+    @property
     def watermark(self) -> int:
-        skew = NONE if self.max_seen == NONE else int(self.max_seen) - self.max_delay - 1
+        if self.max_seen == NONE or self.partitioned:
+            skew = NONE
+        else:
+            skew = int(self.max_seen) - self.max_delay - 1
         promise = NONE if self.promised == NONE else int(self.promised) - 1
-        return max(skew, promise)
+        return max(skew, promise, int(self.heartbeat))
+
+    def advance(self, heartbeat: int) -> None:
+        """The source's heartbeat: no element it gives later has a timestamp at or below it
+        (an element that does is late)."""
+        self.heartbeat = max(int(self.heartbeat), int(heartbeat))
 
     def late_mask(
-        self, ts: np.ndarray, promises: np.ndarray | None = None
+        self,
+        ts: np.ndarray,
+        promises: np.ndarray | None = None,
+        partition: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Which of these elements (in arrival order) are late, the latest timestamp seen
-        before each of them, and the heartbeat promised before each of them (NONE: none);
-        updates both. `promises[i]` is element i's own heartbeat (field + offset, NONE when
-        it has none)."""
+        before each of them (in its partition, if `partition` gives each element's), and the
+        heartbeat promised before each of them (NONE: none); updates both. `promises[i]` is
+        element i's own heartbeat (field + offset, NONE when it has none)."""
         if len(ts) == 0:
             empty = np.zeros(0, dtype=np.int64)
             return np.zeros(0, dtype=bool), empty, empty
         running = np.maximum.accumulate(ts)
-        before = np.empty_like(ts)
-        before[0] = self.max_seen
-        before[1:] = np.maximum(running[:-1], self.max_seen)
+        if partition is None and not self.partitioned:
+            before = np.empty_like(ts)
+            before[0] = self.max_seen
+            before[1:] = np.maximum(running[:-1], self.max_seen)
+        else:
+            before = self._before_by_partition(ts, partition)
         promised = np.full(len(ts), self.promised, dtype=np.int64)
         if promises is not None:
             promised[1:] = np.maximum(np.maximum.accumulate(promises)[:-1], self.promised)
@@ -62,8 +94,27 @@ class Reorderer:
         late = ts < promised
         known = before != NONE
         late[known] |= ts[known] < before[known] - self.max_delay
+        if self.passed != NONE:
+            late |= ts <= self.passed
         self.max_seen = max(int(self.max_seen), int(running[-1]))
         return late, before, promised
+
+    def _before_by_partition(self, ts: np.ndarray, partition: np.ndarray | None) -> np.ndarray:
+        if self._max_by_partition is None:
+            self._max_by_partition = {}
+        maxima = self._max_by_partition
+        parts = np.zeros(len(ts), dtype=np.int64) if partition is None else np.asarray(partition)
+        before = np.empty_like(ts)
+        for p in np.unique(parts).tolist():
+            idx = np.flatnonzero(parts == p)
+            prev = maxima.get(p, NONE)
+            running = np.maximum.accumulate(ts[idx])
+            b = np.empty(len(idx), dtype=np.int64)
+            b[0] = prev
+            b[1:] = np.maximum(running[:-1], prev)
+            before[idx] = b
+            maxima[p] = max(prev, int(running[-1]))
+        return before
 
     def push(self, batch: Batch) -> Batch | None:
         """Add on-time elements; return those now releasable, in timestamp order."""
@@ -73,7 +124,9 @@ class Reorderer:
             if not _sorted(batch.ts):
                 batch = batch.take(np.argsort(batch.ts, kind="stable"))
             self._pending = batch
-        return self._release(self.watermark)
+        upto = self.watermark
+        self.passed = max(int(self.passed), upto)
+        return self._release(upto)
 
     def flush(self) -> Batch | None:
         """Release everything (end of input)."""

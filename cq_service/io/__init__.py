@@ -1,4 +1,4 @@
-"""Connectors that feed and drain the engine: file and generator sources, result sinks, the dead letter.
+"""Connectors that feed and drain the engine: file, generator and Kafka sources, result sinks, the dead letter.
 
 `open_source(stream, time_unit)` reads a stream's or relation's records as `RawChunk`s;
 `open_sink(spec, names, types)` writes result elements; `DeadLetterSink` takes malformed
@@ -23,6 +23,7 @@ from cq_service.io.base import (
 from cq_service.io.dead_letter import DeadLetterSink
 from cq_service.io.files import CsvReader, JsonlReader, ParquetReader
 from cq_service.io.generator import NexmarkSource
+from cq_service.io.kafka import KafkaReader, KafkaSink
 from cq_service.io.sinks import (
     BlackholeSink,
     CsvSink,
@@ -43,6 +44,8 @@ __all__ = [
     "DeadRecord",
     "JsonlReader",
     "JsonlSink",
+    "KafkaReader",
+    "KafkaSink",
     "LateElement",
     "NexmarkSource",
     "ParquetReader",

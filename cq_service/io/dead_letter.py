@@ -9,7 +9,8 @@ Each entry is one JSON object per line:
 The file is opened (and truncated) at the first entry, so there is no file when nothing was
 dead-lettered; a file left by an earlier run at the same path is removed when the sink is
 created, so the file exists exactly when this run dead-lettered something. The spec may also
-be ``stdout`` or ``blackhole`` (count only).
+be ``stdout``, ``blackhole`` (count only) or ``kafka`` (each entry one message on `topic`,
+acknowledged by the broker when the sink is flushed).
 """
 
 from __future__ import annotations
@@ -21,18 +22,21 @@ from collections.abc import Iterable
 from typing import Any, BinaryIO
 
 from cq_service.io.base import DeadRecord, LateElement, SinkError, json_safe
+from cq_service.io.kafka import KafkaWriter, bootstrap_servers
 from cq_service.spec.model import SinkSpec
 
 __all__ = ["DeadLetterSink"]
 
 
 class DeadLetterSink:
-    """Writes `DeadRecord`s and `LateElement`s as JSON lines (file, stdout or blackhole)."""
+    """Writes `DeadRecord`s and `LateElement`s as JSON lines (file, stdout, blackhole or
+    kafka)."""
 
     def __init__(self, spec: SinkSpec):
         self.spec = spec
         self._count = 0
         self._file: BinaryIO | None = None
+        self._kafka: KafkaWriter | None = None
         self._closed = False
         if spec.type == "file":
             if not spec.path:
@@ -43,6 +47,12 @@ class DeadLetterSink:
                 )
             if os.path.isfile(spec.path):
                 os.remove(spec.path)
+        elif spec.type == "kafka":
+            opts = spec.options
+            if not opts.get("topic") or opts.get("key"):
+                raise SinkError("a kafka dead-letter sink takes a topic and no key", spec.span)
+            servers = bootstrap_servers(opts.get("bootstrap_servers"))
+            self._kafka = KafkaWriter(servers, opts.get("producer"), span=spec.span)
         elif spec.type not in ("stdout", "blackhole"):
             raise SinkError(f"unsupported dead-letter sink {spec.type!r}", spec.span)
 
@@ -67,23 +77,33 @@ class DeadLetterSink:
             self._open().write("".join(lines).encode("utf-8"))
         elif self.spec.type == "stdout":
             sys.stdout.write("".join(lines))
+        elif self._kafka is not None:
+            for line in lines:
+                self._kafka.send(self.spec.options["topic"], line[:-1].encode("utf-8"))
         self._count += len(lines)
         return len(lines)
 
     def flush(self) -> None:
+        """Push entries out (kafka: wait until the broker acknowledged them; SinkError if not)."""
         if self._file is not None:
             self._file.flush()
         elif self.spec.type == "stdout":
             sys.stdout.flush()
+        elif self._kafka is not None:
+            self._kafka.flush()
 
     def close(self) -> None:
         """Flush and close (idempotent)."""
         if self._closed:
             return
         self._closed = True
-        self.flush()
-        if self._file is not None:
-            self._file.close()
+        try:
+            self.flush()
+        finally:
+            if self._file is not None:
+                self._file.close()
+            if self._kafka is not None:
+                self._kafka.close()
 
     def __enter__(self) -> DeadLetterSink:
         return self

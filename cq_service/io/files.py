@@ -51,7 +51,7 @@ from cq_service.io.base import (
 from cq_service.spec.model import TIME_UNITS, StreamSpec
 from cq_service.types import DataType, arrow_type
 
-__all__ = ["CsvReader", "JsonlReader", "ParquetReader"]
+__all__ = ["CsvReader", "JsonObjects", "JsonlReader", "ParquetReader", "RecordLayout"]
 
 OP_FIELD = "_op"
 NOT_UTF8 = "not valid UTF-8"
@@ -501,14 +501,8 @@ class _Block:
         return self.line_bytes(k).decode("utf-8", errors="replace")
 
     def is_utf8(self) -> bool:
-        """Whether the whole block is valid UTF-8 (checked without decoding it in Python)."""
-        offsets = pa.py_buffer(np.array([0, len(self.data)], dtype=np.int64))
-        text = pa.Array.from_buffers(pa.large_string(), 1, [None, offsets, pa.py_buffer(self.data)])
-        try:
-            text.validate(full=True)
-        except pa.ArrowInvalid:
-            return False
-        return True
+        """Whether the whole block is valid UTF-8."""
+        return _is_utf8(self.data)
 
     def without_blank_lines(self, whitespace: bool) -> _Block:
         """This block minus its empty lines (also whitespace-only ones if `whitespace`)."""
@@ -785,6 +779,91 @@ class CsvReader(_LineFileReader):
         return dict(values), np.array(rows, dtype=np.int64), bad
 
 
+def _is_utf8(data: bytes) -> bool:
+    """Whether `data` is valid UTF-8 (checked without decoding it in Python)."""
+    offsets = pa.py_buffer(np.array([0, len(data)], dtype=np.int64))
+    text = pa.Array.from_buffers(pa.large_string(), 1, [None, offsets, pa.py_buffer(data)])
+    try:
+        text.validate(full=True)
+    except pa.ArrowInvalid:
+        return False
+    return True
+
+
+class JsonObjects:
+    """JSON objects -> the values of a layout's fields (jsonl files and Kafka share it).
+
+    `fast` parses many objects at once with pyarrow's JSON reader and the schema types;
+    `slow` parses them one by one and says which are malformed and why. Both take missing keys
+    and nulls as NULL and ignore keys the layout does not need."""
+
+    def __init__(self, layout: RecordLayout):
+        self.needed = layout.needed
+        typed = {n: arrow_type(layout.field_type(n)) for n in layout.needed}
+        as_text = {
+            n: (pa.string() if layout.field_type(n) is DataType.TIMESTAMP else t)
+            for n, t in typed.items()
+        }
+        # Timestamps come as integers or as ISO strings: try both before the slow path.
+        self._schemas = [pa.schema(list(typed.items()))]
+        if as_text != typed:
+            self._schemas.append(pa.schema(list(as_text.items())))
+        self._first_schema = 0
+
+    def fast(self, data: bytes, n: int) -> dict[str, Values] | None:
+        """The values of `n` objects, one per newline-terminated line of `data`, or None if
+        any line is not a well-formed object of the schema types (then use `slow`)."""
+        if not n:
+            return {}
+        if not _is_utf8(data):
+            return None
+        order = self._schemas[self._first_schema :] + self._schemas[: self._first_schema]
+        for schema in order:
+            try:
+                table = pjson.read_json(
+                    pa.BufferReader(data),
+                    read_options=pjson.ReadOptions(block_size=max(len(data) // 2 + 1, 1 << 20)),
+                    parse_options=pjson.ParseOptions(
+                        explicit_schema=schema, unexpected_field_behavior="ignore"
+                    ),
+                )
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                continue
+            if table.num_rows != n:
+                return None  # whitespace-only lines, or several objects on one line
+            self._first_schema = self._schemas.index(schema)
+            return {name: table.column(name) for name in schema.names}
+        return None
+
+    def slow(
+        self, texts: Sequence[bytes]
+    ) -> tuple[dict[str, Values], np.ndarray, list[tuple[int, str]]]:
+        """The values of the well-formed objects among `texts`, their indices, and
+        (index, reason) of the others."""
+        values: dict[str, list[Any]] = {c: [] for c in self.needed}
+        rows: list[int] = []
+        bad: list[tuple[int, str]] = []
+        for k, text in enumerate(texts):
+            try:
+                obj = json.loads(text)
+            except UnicodeDecodeError:
+                bad.append((k, NOT_UTF8))
+                continue
+            except json.JSONDecodeError as e:
+                bad.append((k, f"invalid JSON: {e.msg} at column {e.colno}"))
+                continue
+            except (ValueError, RecursionError) as e:
+                bad.append((k, f"invalid JSON: {e}"))
+                continue
+            if not isinstance(obj, dict):
+                bad.append((k, f"not a JSON object: {type(obj).__name__}"))
+                continue
+            rows.append(k)
+            for c, col in values.items():
+                col.append(obj.get(c))
+        return dict(values), np.array(rows, dtype=np.int64), bad
+
+
 @register_source("file:jsonl")
 class JsonlReader(_LineFileReader):
     """One JSON object per line; missing keys and nulls are NULL; blank lines are skipped."""
@@ -802,20 +881,10 @@ class JsonlReader(_LineFileReader):
         except BaseException:
             self.close()
             raise
-        layout = self.layout
-        typed = {n: arrow_type(layout.field_type(n)) for n in layout.needed}
-        as_text = {
-            n: (pa.string() if layout.field_type(n) is DataType.TIMESTAMP else t)
-            for n, t in typed.items()
-        }
-        # Timestamps come as integers or as ISO strings: try both before the slow path.
-        self._schemas = [pa.schema(list(typed.items()))]
-        if as_text != typed:
-            self._schemas.append(pa.schema(list(as_text.items())))
-        self._first_schema = 0
+        self._json = JsonObjects(self.layout)
 
     def _parse(self, block: _Block) -> tuple[RawChunk, int]:
-        values = self._parse_fast(block)
+        values = self._json.fast(block.data, len(block))
         if values is not None:
             n = len(block)
             rows = np.arange(n, dtype=np.int64)
@@ -824,7 +893,7 @@ class JsonlReader(_LineFileReader):
                 n,
             )
         block = block.without_blank_lines(whitespace=True)
-        values_list, rows, bad = self._parse_slow(block)
+        values_list, rows, bad = self._json.slow([block.line_bytes(k) for k in range(len(block))])
         chunk = self.layout.assemble(
             values_list,
             len(rows),
@@ -834,55 +903,6 @@ class JsonlReader(_LineFileReader):
             [(int(block.lines[k]), reason, block.line(k)) for k, reason in bad],
         )
         return chunk, len(block)
-
-    def _parse_fast(self, block: _Block) -> dict[str, Values] | None:
-        if not len(block):
-            return {}
-        if not block.is_utf8():
-            return None
-        order = self._schemas[self._first_schema :] + self._schemas[: self._first_schema]
-        for schema in order:
-            try:
-                table = pjson.read_json(
-                    pa.BufferReader(block.data),
-                    read_options=pjson.ReadOptions(
-                        block_size=max(len(block.data) // 2 + 1, 1 << 20)
-                    ),
-                    parse_options=pjson.ParseOptions(
-                        explicit_schema=schema, unexpected_field_behavior="ignore"
-                    ),
-                )
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                continue
-            if table.num_rows != len(block):
-                return None  # whitespace-only lines, or several objects on one line
-            self._first_schema = self._schemas.index(schema)
-            return {name: table.column(name) for name in schema.names}
-        return None
-
-    def _parse_slow(self, block: _Block) -> tuple[dict[str, Values], np.ndarray, list]:
-        values: dict[str, list[Any]] = {c: [] for c in self.layout.needed}
-        rows: list[int] = []
-        bad: list[tuple[int, str]] = []
-        for k in range(len(block)):
-            try:
-                obj = json.loads(block.line_bytes(k))
-            except UnicodeDecodeError:
-                bad.append((k, NOT_UTF8))
-                continue
-            except json.JSONDecodeError as e:
-                bad.append((k, f"invalid JSON: {e.msg} at column {e.colno}"))
-                continue
-            except (ValueError, RecursionError) as e:
-                bad.append((k, f"invalid JSON: {e}"))
-                continue
-            if not isinstance(obj, dict):
-                bad.append((k, f"not a JSON object: {type(obj).__name__}"))
-                continue
-            rows.append(k)
-            for c, col in values.items():
-                col.append(obj.get(c))
-        return dict(values), np.array(rows, dtype=np.int64), bad
 
 
 @register_source("file:parquet")

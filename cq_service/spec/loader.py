@@ -51,6 +51,19 @@ __all__ = [
 GENERATOR_OPTIONS = ("generator", "table", "events", "seed", "rate", "pace")
 # The keys of a catalog source (relations only: rows stored in the SQL catalog).
 CATALOG_OPTIONS = ("name", "url")
+# The keys of a kafka source and sink (the schema checks their types; io/kafka.py reads them).
+KAFKA_SOURCE_OPTIONS = (
+    "topic",
+    "bootstrap_servers",
+    "group",
+    "key",
+    "dead_letter_topic",
+    "start",
+    "time",
+    "idle_timeout",
+    "consumer",
+)
+KAFKA_SINK_OPTIONS = ("topic", "bootstrap_servers", "key", "producer")
 
 # File extension -> format, for sources and sinks that do not say.
 FORMAT_EXTENSIONS: Mapping[str, str] = {
@@ -264,6 +277,8 @@ def _value_message(error: ValidationError, what: str, got: str) -> str:
         if kind == "minLength":
             return f"{what} must not be empty"
         return f"{what} must be at most {expected} characters long, got {got}"
+    if kind == "minItems":
+        return f"{what} must not be empty"
     if kind == "minProperties":
         if error.absolute_path and error.absolute_path[-1] == "schema":
             return f"{what} must list at least one column"
@@ -389,6 +404,16 @@ def _relative_sqlite(url: str, base_dir: FsPath) -> str:
     return f"{prefix}{(base_dir / where).resolve()}{sep}{query}"
 
 
+def _brokers(raw: Mapping[str, Any]) -> str:
+    """A kafka source's or sink's `bootstrap_servers` as written, normalised ("" for the
+    default), to tell whether two of them name the same cluster."""
+    servers = raw.get("bootstrap_servers")
+    if servers is None:
+        return ""
+    items = servers.split(",") if isinstance(servers, str) else servers
+    return ",".join(sorted(str(s).strip() for s in items))
+
+
 # --- checks after the schema -------------------------------------------------------------------
 
 
@@ -409,6 +434,7 @@ class _SpecBuilder:
         self.time_unit: str = doc.value.get("time_unit", "ms")
         self.sources: dict[str, str] = {}  # absolute source path -> owner description
         self.sinks: dict[str, tuple[str, Span]] = {}  # absolute sink path -> (owner, span)
+        self.topics: dict[tuple[str, str], str] = {}  # (brokers, source topic) -> owner
 
     def build(self, path: str) -> PipelineSpec:
         value = self.doc.value
@@ -447,6 +473,8 @@ class _SpecBuilder:
         if timestamp is not None:
             self._check_timestamp(timestamp, schema, path, what)
         source = self._source(raw["source"], (*path, "source"), what, name)
+        if source.type == "kafka":
+            self._check_kafka_source(source, schema, timestamp, path)
         max_delay = 0
         if "max_delay" in raw:
             max_delay = self._duration(raw["max_delay"], (*path, "max_delay"))
@@ -535,6 +563,8 @@ class _SpecBuilder:
         for key in raw:
             if key in CATALOG_OPTIONS:
                 wrong, kind = raw.get("type") != "catalog", "catalog"
+            elif key in KAFKA_SOURCE_OPTIONS:
+                wrong, kind = raw.get("type") != "kafka", "kafka"
             else:
                 wrong = (key in GENERATOR_OPTIONS) != (raw.get("type") == "generator")
                 kind = "generator" if key in GENERATOR_OPTIONS else "file"
@@ -546,6 +576,8 @@ class _SpecBuilder:
                 )
         if raw.get("type") == "catalog":
             options = self._catalog_options(raw, path, owner, name)
+        elif raw.get("type") == "kafka":
+            options = self._kafka_source_options(raw, path, owner, name)
         elif raw.get("type") == "generator":
             options = {k: raw[k] for k in GENERATOR_OPTIONS if k in raw}
             options.setdefault("seed", 0)
@@ -588,6 +620,38 @@ class _SpecBuilder:
             "url": None if url is None else _relative_sqlite(url, self.base_dir),
             "pipeline": self.doc.value["name"],
         }
+
+    def _kafka_source_options(
+        self, raw: Mapping[str, Any], path: Path, owner: str, name: str
+    ) -> dict[str, Any]:
+        """A kafka source's options as written, the consumer `group` defaulting to
+        ``cq.<pipeline>.<stream>`` and `idle_timeout` in seconds (io/kafka.py: the rest)."""
+        options = {k: raw[k] for k in KAFKA_SOURCE_OPTIONS if k in raw}
+        options.setdefault("group", f"cq.{self.doc.value['name']}.{name}")
+        if "idle_timeout" in raw:
+            units = self._duration(raw["idle_timeout"], (*path, "idle_timeout"))
+            options["idle_timeout"] = units * TIME_UNITS[self.time_unit] / 1e9
+        self.topics.setdefault((_brokers(raw), raw["topic"]), owner)
+        return options
+
+    def _check_kafka_source(
+        self, source: SourceSpec, schema: tuple[FieldSpec, ...], timestamp: str | None, path: Path
+    ) -> None:
+        """A kafka source's `key` names a schema column; `time: record` fills the timestamp."""
+        what = _the(_describe((*path, "source")))
+        key = source.options.get("key")
+        columns = [f.name for f in schema]
+        if key is not None and key not in columns:
+            self._error(
+                f"key {key!r} of {what} is not a column of its schema ({', '.join(columns)})",
+                self.doc.span((*path, "source", "key")),
+            )
+        if source.options.get("time") == "record" and timestamp is None:
+            self._error(
+                f"time: record in {what} fills the stream's timestamp field with the message "
+                "timestamps, but the stream has no `timestamp:`",
+                self.doc.span((*path, "source", "time")),
+            )
 
     def _check_exists(
         self, file_path: str, fmt: str | None, shown: str, path: Path, owner: str
@@ -644,7 +708,19 @@ class _SpecBuilder:
         span = self.doc.span(path, key=True)
         if file_path is not None:
             self._check_sink_path(file_path, raw["path"], (*path, "path"), owner)
-        return SinkSpec(type=raw["type"], path=file_path, format=fmt, span=span)
+        options: dict[str, Any] = {}
+        if raw["type"] == "kafka":
+            options = {k: raw[k] for k in KAFKA_SINK_OPTIONS if k in raw}
+            if isinstance(options.get("key"), str):
+                options["key"] = [options["key"]]
+            source = self.topics.get((_brokers(raw), raw["topic"]))
+            if source is not None:
+                self._error(
+                    f"sink topic '{raw['topic']}' of {owner} is the source of {source}; "
+                    "writing it would feed the results back in",
+                    self.doc.span((*path, "topic")),
+                )
+        return SinkSpec(type=raw["type"], path=file_path, format=fmt, options=options, span=span)
 
     def _check_sink_path(self, file_path: str, shown: str, path: Path, owner: str) -> None:
         span = self.doc.span(path)

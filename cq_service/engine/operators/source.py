@@ -3,7 +3,8 @@
 A source reads from a chunk reader (io supplies it) whose chunks carry typed columns,
 timestamps, ``+1``/``−1`` ops and record numbers, plus the malformed records it found. Late
 elements follow the stream's `late` policy; relations also refuse deletions of tuples that are
-not there. Nothing is dropped without being counted.
+not there. Nothing is dropped without being counted. A partitioned source (Kafka) bounds skew
+per partition and gives the stream's heartbeat itself (see `engine.reorder`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ __all__ = ["ChunkReader", "DeadLetters", "SourceOperator"]
 
 class ChunkReader(Protocol):
     def read(self) -> Any | None:
-        """The next chunk (attributes columns, ts, ops, record, dead) or None at the end."""
+        """The next chunk (attributes columns, ts, ops, record, dead; optionally partition
+        and heartbeat, see `Reorderer`) or None at the end."""
 
 
 class DeadLetters(Protocol):
@@ -103,13 +105,18 @@ class SourceOperator(Operator):
         w = np.asarray(chunk.ops, dtype=np.int64)
         batch = Batch(tuple(chunk.columns), ts, w)
         self.rows_in += len(batch)
-        late, before, promised = self.reorder.late_mask(ts, self._promises(batch))
+        partition = getattr(chunk, "partition", None)
+        late, before, promised = self.reorder.late_mask(ts, self._promises(batch), partition)
         if late.any():
-            self._late(batch.filter(late), before[late], promised[late])
+            parts = None if partition is None else np.asarray(partition)[late]
+            self._late(batch.filter(late), before[late], promised[late], parts)
             batch = batch.filter(~late)
+        heartbeat = getattr(chunk, "heartbeat", None)
+        if heartbeat is not None:
+            self.reorder.advance(heartbeat)
         self._emit(self.reorder.push(batch))
         wm = self.reorder.watermark
-        if self.reorder.max_seen != NEVER:
+        if self.reorder.max_seen != NEVER or heartbeat is not None:
             self.emit_heartbeat(wm)
         return max(1, len(ts))
 
@@ -145,18 +152,36 @@ class SourceOperator(Operator):
         values = np.asarray(pc.fill_null(col.cast(pa.int64()), NEVER).to_numpy(), dtype=np.int64)
         return np.where(values == NEVER, NEVER, values + offset)
 
-    def _late(self, late: Batch, latest: np.ndarray, promised: np.ndarray) -> None:
+    def _late(
+        self,
+        late: Batch,
+        latest: np.ndarray,
+        promised: np.ndarray,
+        partitions: np.ndarray | None = None,
+    ) -> None:
         self.late_count += len(late)
         if self.late_policy == "dead_letter" and self.dead_letters is not None:
             bound = self.reorder.max_delay
-            reasons = [
-                f"late: timestamp {int(t)} is below {int(p)}, the heartbeat an earlier record "
-                f"promised (heartbeat field + offset)"
-                if t < p
-                else f"late: timestamp {int(t)} is more than max_delay {bound} before the "
-                f"latest timestamp seen ({int(m)})"
-                for t, m, p in zip(late.ts, latest, promised)
-            ]
+            passed = self.reorder.passed
+            reasons = []
+            for i, (t, m, p) in enumerate(zip(late.ts, latest, promised)):
+                if t < p:
+                    reasons.append(
+                        f"late: timestamp {int(t)} is below {int(p)}, the heartbeat an earlier "
+                        f"record promised (heartbeat field + offset)"
+                    )
+                elif m != NEVER and t < m - bound:
+                    where = "" if partitions is None else f" in partition {int(partitions[i])}"
+                    reasons.append(
+                        f"late: timestamp {int(t)} is more than max_delay {bound} before the "
+                        f"latest timestamp seen{where} ({int(m)})"
+                    )
+                else:
+                    reasons.append(
+                        f"late: timestamp {int(t)} is at or below {int(passed)}, the stream's "
+                        f"heartbeat already passed (its other partitions were ahead while this "
+                        f"one was idle)"
+                    )
             self.dead_letters.late(self.name, late.rows(), [int(t) for t in late.ts], reasons)
 
     def _emit(self, batch: Batch | None) -> None:

@@ -76,6 +76,8 @@ def test_bad_specs(tmp_path):
     with pytest.raises(SinkError, match="writes jsonl"):
         DeadLetterSink(SinkSpec("file", str(tmp_path / "d.csv"), "csv"))
     with pytest.raises(SinkError, match="unsupported"):
+        DeadLetterSink(SinkSpec("http"))
+    with pytest.raises(SinkError, match="a kafka dead-letter sink takes a topic"):
         DeadLetterSink(SinkSpec("kafka"))
     sink = DeadLetterSink(SinkSpec("blackhole"))
     with pytest.raises(TypeError):

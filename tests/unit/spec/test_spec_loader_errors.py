@@ -26,7 +26,7 @@ streams:
     max_delay: 1.5
   bad-name:
     schema: {}
-    source: {type: kafka}
+    source: {type: http}
 queries:
   q:
     cql:
@@ -56,7 +56,7 @@ extra: 1
         "starting with a digit)",
         "11:13: schema of stream 'bad-name' must list at least one column",
         "12:20: type of the source of stream 'bad-name' must be one of file, generator, catalog, "
-        "got 'kafka'",
+        "kafka, got 'http'",
         "15:9: cql of query 'q' is empty",
         "16:26: key 'path' is not allowed in the sink of query 'q': a sink of type 'stdout' "
         "takes no other keys",
@@ -239,12 +239,12 @@ queries:
             id="unknown-key-in-blackhole",
         ),
         pytest.param(
-            HEADER + "queries:\n  q:\n    cql: SELECT 1\n    sink: {type: kafka, topic: t}\n",
+            HEADER + "queries:\n  q:\n    cql: SELECT 1\n    sink: {type: http, url: t}\n",
             [
                 "6:18: type of the sink of query 'q' must be one of file, stdout, blackhole, "
-                "got 'kafka'",
-                "6:25: unknown key 'topic' in the sink of query 'q' (expected one of: type, "
-                "path, format)",
+                "kafka, got 'http'",
+                "6:24: unknown key 'url' in the sink of query 'q' (expected one of: type, "
+                "path, format, topic, bootstrap_servers, key, producer)",
             ],
             id="unknown-sink-type",
         ),
