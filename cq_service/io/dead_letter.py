@@ -45,7 +45,8 @@ class DeadLetterSink:
                 raise SinkError(
                     f"the dead-letter sink writes jsonl, not {spec.format!r}", spec.span
                 )
-            if os.path.isfile(spec.path):
+            # The worker appends (`append` option): a restart must not erase dead letters.
+            if os.path.isfile(spec.path) and not spec.options.get("append"):
                 os.remove(spec.path)
         elif spec.type == "kafka":
             opts = spec.options
@@ -119,7 +120,8 @@ class DeadLetterSink:
                 parent = os.path.dirname(path)
                 if parent:
                     os.makedirs(parent, exist_ok=True)
-                self._file = open(path, "wb")  # noqa: SIM115 - closed by close()
+                mode = "ab" if self.spec.options.get("append") else "wb"
+                self._file = open(path, mode)  # noqa: SIM115 - closed by close()
             except OSError as e:
                 raise SinkError(
                     f"cannot open dead-letter file {path}: {e.strerror}", self.spec.span

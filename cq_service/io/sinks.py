@@ -179,7 +179,7 @@ def csv_lines(ts: np.ndarray, ops: np.ndarray, columns: Sequence[pa.Array]) -> p
 
 
 def _check_options(spec: SinkSpec, allowed: Sequence[str]) -> None:
-    unknown = sorted(set(spec.options) - set(allowed))
+    unknown = sorted(set(spec.options) - set(allowed) - {"append"})  # append: set by the worker
     if unknown:
         raise SinkError(f"unknown sink option(s): {', '.join(unknown)}", spec.span)
 

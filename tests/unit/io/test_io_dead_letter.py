@@ -85,3 +85,18 @@ def test_bad_specs(tmp_path):
     sink.close()
     with pytest.raises(SinkError, match="closed"):
         sink.write([])
+
+
+def test_append_keeps_what_an_earlier_worker_wrote(tmp_path) -> None:
+    from cq_service.io.base import DeadRecord
+    from cq_service.io.dead_letter import DeadLetterSink
+    from cq_service.spec.model import SinkSpec
+
+    path = tmp_path / "dead.jsonl"
+    spec = SinkSpec(type="file", path=str(path), format="jsonl", options={"append": True})
+    for n in (1, 2):
+        sink = DeadLetterSink(spec)
+        sink.write([DeadRecord("S", "f", n, "bad", "x")])
+        sink.close()
+    assert [line.count('"record": ') for line in path.read_text().splitlines()] == [1, 1]
+    assert '"record": 1' in path.read_text() and '"record": 2' in path.read_text()
