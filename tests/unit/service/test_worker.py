@@ -98,3 +98,30 @@ def test_removed_file_stops_its_queries(tmp_path: Path, folder: Path) -> None:
     assert result.status == "removed"
     assert not worker.queries and not worker.sources
     assert {q.status for q in worker.catalog.queries("web-proxy")} == {"stopped"}
+
+
+def test_sources_pause_over_the_queue_budget_and_nothing_is_lost(tmp_path: Path, folder: Path) -> None:
+    catalog = Catalog(f"sqlite:///{tmp_path / 'catalog.db'}")
+    catalog.upgrade()
+    config = ServiceConfig(pipelines=str(folder), catalog=catalog.url, port=0, queue_budget=1,
+                           batch_rows=16, reconcile_interval=3600)
+    worker = Worker(config, catalog)
+    worker.reconcile()
+    paused = []
+    executor = worker.engine.executor
+    for _ in range(10_000):
+        read = worker._poll_sources()
+        paused.append(worker.paused)
+        assert not (worker.paused and read)  # a paused worker reads nothing
+        executor.drain(max_steps=1)  # drain slowly, so the queues fill
+        executor.follow_clocks()
+        if all(s.exhausted for s in executor.sources) and not any(o.runnable() for o in executor.operators):
+            break
+    worker.checkpoint()
+    worker._poll_sources()  # the queues have drained: the sources resume
+    assert True in paused and worker.paused is False
+    reference = tmp_path / "ref"
+    shutil.copytree(EXAMPLE, reference, ignore=shutil.ignore_patterns("out"))
+    run_pipeline(load_and_compile(reference / "pipeline.yaml"))
+    for ref in sorted((reference / "out").glob("*.jsonl")):
+        assert (folder / "web-proxy" / "out" / ref.name).read_text() == ref.read_text()
