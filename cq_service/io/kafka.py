@@ -50,6 +50,7 @@ from cq_service.io.base import (
 )
 from cq_service.io.files import NOT_UTF8, JsonObjects, RecordLayout
 from cq_service.io.sinks import json_lines
+from cq_service.spec.loader import KAFKA_SINK_OPTIONS, KAFKA_SOURCE_OPTIONS
 from cq_service.spec.model import TIME_UNITS, SinkSpec, StreamSpec
 from cq_service.types import DataType
 
@@ -57,8 +58,6 @@ __all__ = [
     "API_VERSION",
     "BOOTSTRAP_ENV",
     "DEFAULT_BOOTSTRAP",
-    "SINK_OPTIONS",
-    "SOURCE_OPTIONS",
     "KafkaReader",
     "KafkaSink",
     "KafkaWriter",
@@ -72,18 +71,6 @@ API_VERSION = (3, 9)
 BOOTSTRAP_ENV = "CQ_KAFKA_BOOTSTRAP"
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
-SOURCE_OPTIONS = (
-    "topic",
-    "bootstrap_servers",
-    "group",
-    "key",
-    "dead_letter_topic",
-    "start",
-    "time",
-    "idle_timeout",
-    "consumer",
-)
-SINK_OPTIONS = ("topic", "bootstrap_servers", "key", "producer")
 STARTS = ("earliest", "latest", "committed")
 TIMES = ("value", "record")
 DEFAULT_IDLE_TIMEOUT = 5.0  # seconds
@@ -258,7 +245,7 @@ class KafkaSink(Sink):
     def __init__(self, spec: SinkSpec, names: Sequence[str], types: Sequence[DataType]):
         super().__init__(spec, names, types)
         opts = spec.options
-        unknown = sorted(set(opts) - set(SINK_OPTIONS))
+        unknown = sorted(set(opts) - set(KAFKA_SINK_OPTIONS))
         if unknown:
             raise SinkError(f"unknown kafka sink option(s): {', '.join(unknown)}", spec.span)
         topic = opts.get("topic")
@@ -446,7 +433,7 @@ class KafkaReader(SourceReader):
 
     def _check_options(self, opts: Mapping[str, Any]) -> None:
         name, span = self.stream.name, self._span
-        unknown = sorted(set(opts) - set(SOURCE_OPTIONS))
+        unknown = sorted(set(opts) - set(KAFKA_SOURCE_OPTIONS))
         if unknown:
             raise SourceError(f"{name}: unknown kafka source option(s): {', '.join(unknown)}", span)
         if not isinstance(opts.get("topic"), str) or not opts["topic"]:

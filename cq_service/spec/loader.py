@@ -41,6 +41,8 @@ from cq_service.types import DataType, parse_type
 
 __all__ = [
     "FORMAT_EXTENSIONS",
+    "KAFKA_SINK_OPTIONS",
+    "KAFKA_SOURCE_OPTIONS",
     "load_pipeline",
     "load_pipeline_text",
     "parse_duration",
@@ -51,7 +53,8 @@ __all__ = [
 GENERATOR_OPTIONS = ("generator", "table", "events", "seed", "rate", "pace")
 # The keys of a catalog source (relations only: rows stored in the SQL catalog).
 CATALOG_OPTIONS = ("name", "url")
-# The keys of a kafka source and sink (the schema checks their types; io/kafka.py reads them).
+# The keys of a kafka source and sink (the schema checks their types; io/kafka.py reads them
+# and rejects any other).
 KAFKA_SOURCE_OPTIONS = (
     "topic",
     "bootstrap_servers",
