@@ -29,7 +29,7 @@ from cq_service.catalog.exceptions import CatalogError
 from cq_service.catalog.records import RelationRowRecord
 from cq_service.catalog.repository import Catalog
 from cq_service.io.base import RawChunk, SourceError, SourceReader, register_source
-from cq_service.io.files import OP_FIELD, RecordLayout
+from cq_service.io.records import OP_FIELD, RecordLayout
 from cq_service.spec.model import StreamSpec
 from cq_service.types import arrow_type
 

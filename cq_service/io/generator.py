@@ -26,8 +26,8 @@ import numpy as np
 import pyarrow as pa
 
 from cq_service.io.base import RawChunk, SourceError, SourceReader, register_source
-from cq_service.io.files import RecordLayout
 from cq_service.io.nexmark import BASE_TIME_MS, GENERATE_CHUNK, SCHEMAS, generate_kind
+from cq_service.io.records import RecordLayout
 from cq_service.spec.model import StreamSpec
 
 __all__ = ["NexmarkSource", "replay_start", "replay_time"]

@@ -2,8 +2,8 @@
 
 Source (``type: kafka``): every partition of `topic` is assigned to this one reader (manual
 assignment; the consumer group is used only to commit offsets). Values are decoded and checked
-against the stream's schema exactly as jsonl file lines are (`files.JsonObjects`,
-`files.RecordLayout`); `key: field` fills that schema field from the message key (UTF-8 text,
+against the stream's schema exactly as jsonl file lines are (`records.JsonObjects`,
+`records.RecordLayout`); `key: field` fills that schema field from the message key (UTF-8 text,
 converted like a csv field), `time: record` fills the stream's `timestamp` field from the
 message timestamp. A message that does not fit is sent, with its original key and bytes and
 headers giving the reason and where it came from, to the dead-letter topic (acknowledged before
@@ -48,7 +48,7 @@ from cq_service.io.base import (
     register_sink,
     register_source,
 )
-from cq_service.io.files import NOT_UTF8, JsonObjects, RecordLayout
+from cq_service.io.records import NOT_UTF8, JsonObjects, RecordLayout
 from cq_service.io.sinks import json_lines
 from cq_service.spec.loader import KAFKA_SINK_OPTIONS, KAFKA_SOURCE_OPTIONS
 from cq_service.spec.model import TIME_UNITS, SinkSpec, StreamSpec
