@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from cq_service.catalog.exceptions import CatalogInputError
-from cq_service.io.files import OP_FIELD, RecordLayout
+from cq_service.io.records import OP_FIELD, RecordLayout
 from cq_service.spec.model import FieldSpec, SourceSpec, StreamSpec
 from cq_service.types import DataType
 

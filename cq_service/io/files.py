@@ -30,12 +30,10 @@ from cq_service.io.base import (
     json_safe,
     register_source,
 )
-from cq_service.io.records import NOT_UTF8, OP_FIELD, JsonObjects, RecordLayout, Values, is_utf8
+from cq_service.io.records import NOT_UTF8, JsonObjects, RecordLayout, Values, is_utf8
 from cq_service.spec.model import StreamSpec
 
-# OP_FIELD and RecordLayout are imported from here by catalog/loading.py (until it imports
-# them from io.records).
-__all__ = ["OP_FIELD", "CsvReader", "JsonlReader", "ParquetReader", "RecordLayout"]
+__all__ = ["CsvReader", "JsonlReader", "ParquetReader"]
 
 
 # -- line-oriented files --------------------------------------------------------------------------
