@@ -77,6 +77,13 @@ class CatalogRelationReader(SourceReader):
         self._snapshot_done = False
         self._last_id = 0
         self._next_poll = 0.0
+        # What a live read gives while nothing is new (every few ms): built once, never changed.
+        self._empty = RawChunk(
+            tuple(pa.array([], type=arrow_type(f.type)) for f in stream.schema),
+            np.empty(0, dtype=np.int64),
+            np.empty(0, dtype=np.int8),
+            np.empty(0, dtype=np.int64),
+        )
 
     def read(self) -> RawChunk | None:
         try:
@@ -113,7 +120,7 @@ class CatalogRelationReader(SourceReader):
         """Rows added since the last look, at most every POLL_SECONDS (else an empty chunk)."""
         now = time.monotonic()
         if now < self._next_poll:
-            return self._chunk([])
+            return self._empty
         rows = self.catalog.relation_rows(
             self.relation, self._last_id, self.batch_rows, pipeline=self.pipeline
         )
@@ -127,12 +134,7 @@ class CatalogRelationReader(SourceReader):
     def _chunk(self, rows: list[RelationRowRecord]) -> RawChunk:
         n = len(rows)
         if n == 0:
-            return RawChunk(
-                tuple(pa.array([], type=arrow_type(f.type)) for f in self.stream.schema),
-                np.empty(0, dtype=np.int64),
-                np.empty(0, dtype=np.int8),
-                np.empty(0, dtype=np.int64),
-            )
+            return self._empty
         values: dict[str, list] = {c: [r.row.get(c) for r in rows] for c in self._names}
         values[self.layout.ts_field] = [r.ts for r in rows]
         values[OP_FIELD] = [r.op for r in rows]
