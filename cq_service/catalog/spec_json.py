@@ -12,26 +12,12 @@ __all__ = ["sink_json", "source_json", "stream_json"]
 
 def source_json(source: SourceSpec) -> dict[str, Any]:
     """``{"type": …, "path": …, "format": …, **options}`` (keys that are unset left out)."""
-    out: dict[str, Any] = {"type": source.type}
-    if source.path is not None:
-        out["path"] = source.path
-    if source.format is not None:
-        out["format"] = source.format
-    out.update(_plain(source.options))
-    return out
+    return _endpoint_json(source)
 
 
 def sink_json(sink: SinkSpec | None) -> dict[str, Any] | None:
-    """A query's sink as JSON (None for a view)."""
-    if sink is None:
-        return None
-    out: dict[str, Any] = {"type": sink.type}
-    if sink.path is not None:
-        out["path"] = sink.path
-    if sink.format is not None:
-        out["format"] = sink.format
-    out.update(_plain(sink.options))
-    return out
+    """A query's sink as JSON, shaped like `source_json` (None for a view)."""
+    return None if sink is None else _endpoint_json(sink)
 
 
 def stream_json(stream: StreamSpec) -> dict[str, Any]:
@@ -44,6 +30,16 @@ def stream_json(stream: StreamSpec) -> dict[str, Any]:
         "source": source_json(stream.source),
         "timestamp": stream.timestamp,
     }
+
+
+def _endpoint_json(part: SourceSpec | SinkSpec) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": part.type}
+    if part.path is not None:
+        out["path"] = part.path
+    if part.format is not None:
+        out["format"] = part.format
+    out.update(_plain(part.options))
+    return out
 
 
 def _plain(options: Mapping[str, Any]) -> dict[str, Any]:
