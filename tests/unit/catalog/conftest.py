@@ -17,12 +17,13 @@ def catalog_url(tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def make_catalog(tmp_path: Path) -> Iterator[Callable[..., Catalog]]:
-    """Open catalogs (migrated to the newest revision unless `migrate=False`); all closed after."""
+def make_catalog(catalog_url: str) -> Iterator[Callable[..., Catalog]]:
+    """Open catalogs (default: at `catalog_url`; migrated to the newest revision unless
+    `migrate=False`); all closed after."""
     opened: list[Catalog] = []
 
     def _make(url: str | None = None, *, migrate: bool = True) -> Catalog:
-        catalog = Catalog(url or f"sqlite:///{tmp_path / 'catalog.db'}")
+        catalog = Catalog(url or catalog_url)
         if migrate:
             catalog.upgrade()
         opened.append(catalog)
