@@ -25,11 +25,6 @@ app = typer.Typer(
 )
 
 
-def _errors(e: CQError) -> list[str]:
-    inner = getattr(e, "errors", None)
-    return [x.render() for x in inner] if inner else [e.render()]
-
-
 @app.command()
 def validate(files: list[Path] = typer.Argument(..., help="pipeline files to check")) -> None:
     """Check pipeline files; print FILE:LINE:COL: message for each problem."""
@@ -41,7 +36,7 @@ def validate(files: list[Path] = typer.Argument(..., help="pipeline files to che
             load_and_compile(f)
         except CQError as e:
             bad = True
-            for line in _errors(e):
+            for line in e.lines():
                 typer.echo(line, err=False)
             continue
         typer.echo(f"{f}: ok")
@@ -60,7 +55,7 @@ def explain(
     try:
         compiled = load_and_compile(file)
     except CQError as e:
-        for line in _errors(e):
+        for line in e.lines():
             typer.echo(line)
         raise typer.Exit(2) from None
     typer.echo(render(compiled.plan, policy))
@@ -80,7 +75,7 @@ def run(
     try:
         compiled = load_and_compile(file)
     except CQError as e:
-        for line in _errors(e):
+        for line in e.lines():
             typer.echo(line)
         raise typer.Exit(2) from None
     try:

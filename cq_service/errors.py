@@ -66,6 +66,10 @@ class CQError(Exception):
         prefix = ":".join(where)
         return f"{prefix}: {self.message}" if prefix else self.message
 
+    def lines(self) -> list[str]:
+        """Each problem as one ``FILE:LINE:COL: message`` line."""
+        return [self.render()]
+
     def __str__(self) -> str:
         return self.render()
 

@@ -77,14 +77,13 @@ def deploy(
 ) -> None:
     """Validate a pipeline file and deploy it to a running worker now: only the queries that
     changed restart. Prints what was added, replaced, removed and kept."""
-    from cq_service.cli import _errors
     from cq_service.compiler import load_and_compile
     from cq_service.errors import CQError
 
     try:
         load_and_compile(file)
     except CQError as e:
-        for line in _errors(e):
+        for line in e.lines():
             typer.echo(line)
         raise typer.Exit(2) from None
     body = json.dumps(

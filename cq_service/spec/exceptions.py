@@ -22,6 +22,9 @@ class SpecErrors(SpecError):
         summary = f"{count} problem{'s' if count != 1 else ''} in pipeline file"
         super().__init__(summary, first.span if first else None, file=file)
 
+    def lines(self) -> list[str]:
+        return [error.render() for error in self.errors] or [super().render()]
+
     def render(self) -> str:
         if not self.errors:
             return super().render()
