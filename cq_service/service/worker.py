@@ -19,8 +19,10 @@ import json
 import logging
 import queue
 import re
+import subprocess
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from cq_service.catalog import Catalog
+from cq_service.catalog.spec_json import sink_json, stream_json
 from cq_service.compiler import CompiledPipeline, compile_pipeline
 from cq_service.cql import logical as L
 from cq_service.engine.build import SourceOptions
@@ -111,8 +114,8 @@ class Worker:
         self.file_pipeline: dict[str, str] = {}  # pipeline file -> pipeline name
         self.errors: dict[str, list[str]] = {}  # pipeline file -> errors of the last attempt
         self.paused = False
-        self.started = time.time()
         self.ready = False
+        self._engine_thread: threading.Thread | None = None  # the thread in `run`
         self._commands: queue.Queue[tuple[Callable[[], Any], Future]] = queue.Queue()
         self._stop = threading.Event()
         # What the last worker of this name left: consumed as its queries come back during the
@@ -128,6 +131,7 @@ class Worker:
 
     def run(self) -> None:
         """Run until `stop` is called."""
+        self._engine_thread = threading.current_thread()
         try:
             self.reconcile()
             self._restore.clear()
@@ -158,17 +162,13 @@ class Worker:
 
     def call(self, fn: Callable[[], T], timeout: float = 30.0) -> T:
         """Run `fn` on the engine thread, between steps; returns its result."""
-        if threading.current_thread() is self._thread_owner():
+        if threading.current_thread() is self._engine_thread:
             return fn()
         fut: Future = Future()
         self._commands.put((fn, fut))
         return fut.result(timeout)
 
-    def _thread_owner(self) -> threading.Thread | None:
-        return getattr(self, "_owner", None)
-
     def _run_commands(self) -> None:
-        self._owner = threading.current_thread()
         while True:
             try:
                 fn, fut = self._commands.get_nowait()
@@ -221,7 +221,7 @@ class Worker:
             if self.files.get(key) == digest:
                 continue
             self.files[key] = digest
-            results.append(self.deploy_file(path))
+            results.append(self.deploy_file(path, digest))
         for key in [k for k in self.files if k not in seen]:
             del self.files[key]
             name = self.file_pipeline.pop(key, None)
@@ -229,34 +229,28 @@ class Worker:
                 results.append(self.undeploy(name))
         return results
 
-    def deploy_file(self, path: Path) -> DeployResult:
+    def deploy_file(self, path: Path, digest: str | None = None) -> DeployResult:
+        """Validate and deploy one pipeline file (`digest`: its content hash, if known)."""
+        digest = _hash_text(path) if digest is None else digest
+        revision = _git_revision(path)
+        name = self.file_pipeline.get(str(path), path.stem)
         try:
-            spec = load_pipeline(path)
-            compiled = compile_pipeline(spec)
-        except CQError as e:
-            errors = _rendered(e)
+            compiled = compile_pipeline(load_pipeline(path))
+            name = compiled.spec.name
+            self.file_pipeline[str(path)] = name
+            result = self.deploy(compiled, revision, digest)
+        except CQError as e:  # invalid, or a source or sink that cannot be opened
+            errors = e.lines()
             self.errors[str(path)] = errors
-            name = self.file_pipeline.get(str(path), path.stem)
-            self.catalog.record_deployment(
-                name, _hash_text(path), _git_revision(path), "rejected", "\n".join(errors)
-            )
+            self.catalog.record_deployment(name, digest, revision, "rejected", "\n".join(errors))
             log.warning("rejected %s: %s", path, "; ".join(errors))
             return DeployResult(name, "rejected", errors=errors)
-        self.file_pipeline[str(path)] = spec.name
-        try:
-            result = self.deploy(compiled, revision=_git_revision(path))
-        except CQError as e:  # a source or sink that cannot be opened
-            errors = _rendered(e)
-            self.errors[str(path)] = errors
-            self.catalog.record_deployment(
-                spec.name, _hash_text(path), _git_revision(path), "rejected", "\n".join(errors)
-            )
-            log.warning("could not start %s: %s", path, "; ".join(errors))
-            return DeployResult(spec.name, "rejected", errors=errors)
         self.errors.pop(str(path), None)
         return result
 
-    def deploy(self, compiled: CompiledPipeline, revision: str | None = None) -> DeployResult:
+    def deploy(
+        self, compiled: CompiledPipeline, revision: str | None = None, spec_hash: str | None = None
+    ) -> DeployResult:
         """Run this version of a pipeline: diff it query by query against what runs."""
         spec = compiled.spec
         name = spec.name
@@ -299,7 +293,7 @@ class Worker:
                 name,
                 qname,
                 spec.queries[qname].cql,
-                _sink_json(spec.queries[qname].sink),
+                sink_json(spec.queries[qname].sink),
                 spec.queries[qname].weight,
                 q.version,
                 "running",
@@ -313,7 +307,8 @@ class Worker:
         self.pipelines[name] = spec
         if not (result.added or result.replaced or result.removed):
             result.status = "unchanged"
-        self.catalog.record_deployment(name, _hash_spec(spec), revision, "applied")
+        spec_hash = _hash_text(Path(spec.path)) if spec_hash is None else spec_hash
+        self.catalog.record_deployment(name, spec_hash, revision, "applied")
         self.checkpoint()
         log.info(
             "deployed %s: added %s, replaced %s, removed %s, kept %s",
@@ -343,11 +338,12 @@ class Worker:
     def _describe_query(self, spec: PipelineSpec, bq: Any, sink: SinkSpec) -> _Query:
         inputs = {**spec.streams, **spec.relations}
         plan = simplify(bq.plan)
-        names = sorted(horizons(plan))
-        keys = {n: source_key(inputs[_declared(inputs, n)], spec.time_unit) for n in names}
-        fingerprint = (plan, _sink_json(sink), tuple(sorted(keys.items())))
-        hz = {keys[n]: h for n, h in horizons(plan).items()}
-        relations = {keys[n] for n in names if inputs[_declared(inputs, n)].is_relation}
+        needs = horizons(plan)  # every source the query reads, with its horizon
+        streams = {n: inputs[_declared(inputs, n)] for n in needs}
+        keys = {n: source_key(s, spec.time_unit) for n, s in streams.items()}
+        fingerprint = (plan, sink_json(sink), tuple(sorted(keys.items())))
+        hz = {keys[n]: h for n, h in needs.items()}
+        relations = {keys[n] for n, s in streams.items() if s.is_relation}
         return _Query(
             f"{spec.name}/{bq.name}", spec.name, bq.name, fingerprint, keys, hz, relations
         )
@@ -434,7 +430,7 @@ class Worker:
         for sink in self.engine.sinks.values():
             sink.writer.flush()
         for s in self.sources.values():
-            s.dead_letter.flush() if hasattr(s.dead_letter, "flush") else None
+            s.dead_letter.flush()
         frontiers = {key: self.engine.sinks[key].watermark for key in self.queries}
         queries = {
             key: {
@@ -486,28 +482,14 @@ class Worker:
 def source_key(stream: StreamSpec, time_unit: str) -> str:
     """Streams declared alike (in any pipeline) are one source."""
     data = {
-        "schema": [(f.name, f.type.value if hasattr(f.type, "value") else str(f.type)) for f in stream.schema],
-        "source": _source_json(stream),
-        "timestamp": stream.timestamp,
-        "relation": stream.is_relation,
+        **stream_json(stream),
+        "schema": [(f.name, f.type.value) for f in stream.schema],  # in order
         "max_delay": stream.max_delay,
         "late": stream.late,
         "heartbeat": stream.heartbeat,
         "time_unit": time_unit,
     }
     return f"{stream.name}@{_hash_json(json.dumps(data, sort_keys=True, default=str))[:10]}"
-
-
-def _source_json(stream: StreamSpec) -> dict[str, Any]:
-    s = stream.source
-    return {"type": s.type, "path": s.path, "format": s.format, "options": dict(s.options)}
-
-
-def _sink_json(sink: SinkSpec | None) -> dict[str, Any] | None:
-    if sink is None:
-        return None
-    return {"type": sink.type, "path": sink.path, "format": sink.format,
-            "options": json.loads(json.dumps(dict(sink.options), default=str))}
 
 
 def _for_worker(sink: SinkSpec) -> SinkSpec:
@@ -546,13 +528,7 @@ def _hash_text(path: Path) -> str:
         return ""
 
 
-def _hash_spec(spec: PipelineSpec) -> str:
-    return _hash_text(Path(spec.path)) if spec.path else ""
-
-
 def _git_revision(path: Path) -> str | None:
-    import subprocess
-
     try:
         out = subprocess.run(
             ["git", "-C", str(path.parent), "rev-parse", "HEAD"],
@@ -560,12 +536,7 @@ def _git_revision(path: Path) -> str | None:
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
-def _rendered(e: CQError) -> list[str]:
-    inner = getattr(e, "errors", None)
-    return [x.render() for x in inner] if inner else [e.render()]
+    return (out.stdout.strip() or None) if out.returncode == 0 else None
 
 
 # -- what the API reads (each runs on the engine thread via Worker.call) -----------------------
@@ -624,11 +595,6 @@ def metrics_snapshot(worker: Worker) -> dict[str, Any]:
     """Numbers for /metrics: per-operator queues and synopses, sources, sinks, the worker."""
     ex = worker.engine.executor
     ex.memory.sample()
-    owner = {}
-    for key in worker.queries:
-        sink = worker.engine.sinks.get(key)
-        if sink is not None:
-            owner[sink.name] = key
     sources = {}
     for key, s in worker.sources.items():
         op = worker.engine.sources[key]
@@ -636,10 +602,11 @@ def metrics_snapshot(worker: Worker) -> dict[str, Any]:
             "elements": op.rows_in,
             "late": op.late_count,
             "malformed": op.malformed_count,
-            "dead_lettered": s.dead_letter.count + int(getattr(s.reader, "dead_lettered", 0)),
-            "lag": int(getattr(s.reader, "lag", lambda: 0)()) if hasattr(s.reader, "lag") else 0,
+            "dead_lettered": s.dead_letter.count,
+            "lag": int(s.reader.lag()) if hasattr(s.reader, "lag") else 0,
             "watermark": None if op.watermark == NEVER else int(op.watermark),
         }
+    statuses = Counter(d.status for d in worker.catalog.deployments())
     return {
         "queues": {q.name: (q.rows, q.bytes) for q in ex.queues},
         "synopses": {n: (u.rows, u.bytes) for n, u in ex.memory.synopses.items()},
@@ -648,10 +615,7 @@ def metrics_snapshot(worker: Worker) -> dict[str, Any]:
         "paused": worker.paused,
         "checkpoints": worker.checkpoints,
         "adjustments": len(worker.catalog.adjustments()),
-        "deployments": {
-            status: sum(1 for d in worker.catalog.deployments() if d.status == status)
-            for status in ("applied", "rejected", "removed")
-        },
+        "deployments": {s: statuses[s] for s in ("applied", "rejected", "removed")},
         "peak_bytes": ex.memory.peak_total_bytes,
     }
 
