@@ -101,7 +101,8 @@ class OffsetTracker:
     def __init__(self, reader: Any):
         self.reader = reader
         self.start: dict[int, int] | None = None  # where this worker began reading
-        self._parts: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # p -> (offsets, ts)
+        # p -> (offsets, ts) pieces as read; joined only when a checkpoint asks (`_joined`)
+        self._parts: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.reader, name)
@@ -117,15 +118,14 @@ class OffsetTracker:
         ts = np.asarray(chunk.ts, dtype=np.int64)
         for p in np.unique(parts).tolist():
             m = parts == p
-            old = self._parts.get(p)
-            if old is None:
-                self._parts[p] = (offsets[m], ts[m])
-            else:
-                self._parts[p] = (
-                    np.concatenate([old[0], offsets[m]]),
-                    np.concatenate([old[1], ts[m]]),
-                )
+            self._parts.setdefault(p, []).append((offsets[m], ts[m]))
         return chunk
+
+    def _joined(self, p: int) -> tuple[np.ndarray, np.ndarray]:
+        pieces = self._parts[p]
+        if len(pieces) > 1:
+            pieces[:] = [(np.concatenate([o for o, _ in pieces]), np.concatenate([t for _, t in pieces]))]
+        return pieces[0]
 
     def offsets(self, cut: int | None) -> dict[int, int]:
         """Per partition, the offset to replay from so every element with timestamp ≥ `cut`
@@ -135,10 +135,12 @@ class OffsetTracker:
         if cut is None:
             return dict(self.start)
         result = dict(self.reader.positions())
-        for p, (offsets, ts) in self._parts.items():
+        for p in self._parts:
+            offsets, ts = self._joined(p)
             needed = offsets[ts >= cut]
             if len(needed):
-                result[p] = min(result.get(p, int(needed.min())), int(needed.min()))
+                first = int(needed.min())
+                result[p] = min(result.get(p, first), first)
         for p, o in self.start.items():
             result.setdefault(p, o)
         return result
@@ -146,10 +148,10 @@ class OffsetTracker:
     def forget_before(self, offsets: dict[int, int]) -> None:
         """Drop what lies before committed `offsets`: no replay will start earlier."""
         for p, o in offsets.items():
-            got = self._parts.get(p)
-            if got is not None:
-                keep = got[0] >= o
-                self._parts[p] = (got[0][keep], got[1][keep])
+            if p in self._parts:
+                got_offsets, got_ts = self._joined(p)
+                keep = got_offsets >= o
+                self._parts[p] = [(got_offsets[keep], got_ts[keep])]
         self.start = {**(self.start or {}), **offsets}
 
 
