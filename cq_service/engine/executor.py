@@ -65,12 +65,7 @@ class Executor:
     def follow_clocks(self) -> None:
         """Live: exhausted sources and followers (stored relations) move with the slowest
         source still reading."""
-        leaders = [s for s in self.sources if not s.exhausted and not s.follows_clock]
-        if leaders:
-            clock = min(s.watermark for s in leaders)
-        else:
-            seen = [s.max_seen for s in self.sources if s.max_seen != NEVER]
-            clock = max(seen) if seen else NEVER
+        clock = self._clock_of([s for s in self.sources if not s.exhausted and not s.follows_clock])
         if clock == NEVER:
             return
         for s in self.sources:
@@ -103,12 +98,7 @@ class Executor:
     def _advance_clock(self) -> bool:
         """Move exhausted sources' heartbeats; True if that gave anyone work."""
         active = [s for s in self.sources if not s.exhausted]
-        if active:
-            marks = [s.watermark for s in active]
-            clock = min(marks)
-        else:
-            seen = [s.max_seen for s in self.sources if s.max_seen != NEVER]
-            clock = max(seen) if seen else NEVER
+        clock = self._clock_of(active)
         if clock <= self._clock and active:
             return False
         self._clock = max(self._clock, clock)
@@ -119,3 +109,11 @@ class Executor:
                 s.follow_clock(clock)
                 moved |= s.watermark != before
         return moved or any(op.runnable() for op in self.operators)
+
+    def _clock_of(self, leaders: list[SourceOperator]) -> int:
+        """The pipeline's time: the slowest leading source's heartbeat or, with none left,
+        the largest timestamp any source saw (the end of input)."""
+        if leaders:
+            return min(s.watermark for s in leaders)
+        seen = [s.max_seen for s in self.sources if s.max_seen != NEVER]
+        return max(seen) if seen else NEVER
