@@ -11,12 +11,14 @@ calls `drain` to run everything downstream of them; its plan may change between 
 
 from __future__ import annotations
 
+import time
+
 from cq_service.engine.memory import MemoryMonitor
 from cq_service.engine.operators.base import NEVER, Operator
 from cq_service.engine.operators.sink import SinkOperator
 from cq_service.engine.operators.source import SourceOperator
 from cq_service.engine.queues import Queue
-from cq_service.engine.scheduler import RoundRobin, SchedulingPolicy
+from cq_service.engine.scheduler import Chain, SchedulingPolicy
 
 __all__ = ["Executor"]
 
@@ -29,7 +31,7 @@ class Executor:
         policy: SchedulingPolicy | None = None,
         budget: int = 65_536,
     ):
-        self.policy = policy or RoundRobin()
+        self.policy = policy or Chain()
         self.budget = budget
         self.steps = 0
         self._clock = NEVER
@@ -45,8 +47,22 @@ class Executor:
         old = getattr(self, "memory", None)
         self.memory = MemoryMonitor(operators, queues)
         if old is not None:
-            self.memory.peak_total_bytes = old.peak_total_bytes
+            self.memory.carry_over(old)
         self.memory.sample()
+        self.policy.attach(operators)
+
+    def set_policy(self, policy: SchedulingPolicy) -> None:
+        """Schedule with `policy` from the next step on (results do not change)."""
+        self.policy = policy
+        policy.attach(self.operators)
+
+    def step(self, op: Operator) -> None:
+        """Run `op` for one budget, timing it (the priority policies learn costs from it)."""
+        start = time.perf_counter()
+        op.run(self.budget)
+        op.busy_seconds += time.perf_counter() - start
+        self.steps += 1
+        self.memory.sample(op)
 
     def drain(self, max_steps: int = 1_000_000) -> int:
         """Run every operator but the sources until none is runnable (or `max_steps`);
@@ -56,10 +72,8 @@ class Executor:
             op = self.policy.choose(self.downstream)
             if op is None:
                 break
-            op.run(self.budget)
-            self.steps += 1
+            self.step(op)
             steps += 1
-            self.memory.sample(op)
         return steps
 
     def follow_clocks(self) -> None:
@@ -87,11 +101,9 @@ class Executor:
                 if not self._advance_clock():
                     break
                 continue
-            op.run(self.budget)
-            self.steps += 1
+            self.step(op)
             if isinstance(op, SourceOperator):
                 self._advance_clock()
-            self.memory.sample(op)
         for sink in self.sinks:
             sink.finish()
 

@@ -83,10 +83,12 @@ class LiveEngine:
         source_keys: Mapping[str, str],
         writers: Mapping[str, ResultWriter],
         start_after: Mapping[str, int] | None = None,
+        owner: str = "",
     ) -> dict[str, int]:
         """Start the queries of `plan` (named in its nodes and sinks); `source_keys` maps the
         plan's source names to running sources. `start_after` (source key -> instant) rebuilds
-        queries that started while an earlier worker ran; None starts them now. Returns the
+        queries that started while an earlier worker ran; None starts them now. `owner` (the
+        deployment) tags the operators for per-deployment scheduling (`ByOwner`). Returns the
         instants used, to be kept with the queries."""
         self._serial += 1
         group = _Group()
@@ -115,6 +117,7 @@ class LiveEngine:
                 ins = [group.queues[id(built[i])].reader() for i in node.inputs]
                 op = make_operator(node, ins, out)
                 op.name = f"g{self._serial}{op.name}"  # unique across groups
+            op.owner = owner
             built[node.id] = op
             group.operators.append(op)
             group.queues[id(op)] = out
@@ -127,6 +130,7 @@ class LiveEngine:
                 canonical,
             )
             sink.out_types = s.types
+            sink.owner = owner
             group.operators.append(sink)
             group.queues[id(sink)] = sink.output
             group.owners[id(sink)] = {s.query}

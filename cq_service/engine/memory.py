@@ -1,7 +1,14 @@
-"""Memory accounting: rows and bytes of every queue and synopsis, with their peaks."""
+"""Memory accounting: rows and bytes of every queue and synopsis, with peaks and averages.
+
+Queue memory (the elements waiting between operators: what scheduling decides) is tracked
+apart from synopses (operator state: what windows and budgets decide). Averages are over
+wall-clock time, so a burst weighs as long as it lasts. `trace`, when a list, receives
+(seconds since start, queue rows, queue bytes) after every step, for benchmark charts.
+"""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from cq_service.engine.operators.base import Operator
@@ -25,16 +32,22 @@ class Usage:
 
 @dataclass
 class MemoryMonitor:
-    """Samples synopses after each scheduling step (queues track themselves).
+    """Samples after each scheduling step (queues track themselves).
 
     Only the operator that ran can have changed its synopsis, so a step samples that one and
-    keeps the others' last sizes: the cost of a sample does not grow with the plan."""
+    keeps the others' last sizes: the cost of a sample grows with the queues, not the plan."""
 
     operators: list[Operator]
     queues: list[Queue]
     synopses: dict[str, Usage] = field(default_factory=dict)
+    queued: Usage = field(default_factory=Usage)  # all queues together
     peak_total_bytes: int = 0
+    trace: list[tuple[float, int, int]] | None = None
     _synopsis_bytes: int = 0
+    _start: float = field(default_factory=time.perf_counter)
+    _last: float = 0.0
+    _row_seconds: float = 0.0  # integrals of queue rows and bytes over time
+    _byte_seconds: float = 0.0
 
     def sample(self, ran: Operator | None = None) -> None:
         """After `ran` ran (None: sample every operator)."""
@@ -45,5 +58,32 @@ class MemoryMonitor:
                 u = self.synopses[op.name] = Usage()
             self._synopsis_bytes += nbytes - u.bytes
             u.set(rows, nbytes)
-        total = self._synopsis_bytes + sum(q.bytes for q in self.queues)
-        self.peak_total_bytes = max(self.peak_total_bytes, total)
+        now = time.perf_counter() - self._start
+        elapsed = now - self._last
+        self._row_seconds += self.queued.rows * elapsed
+        self._byte_seconds += self.queued.bytes * elapsed
+        self._last = now
+        q_rows = q_bytes = 0
+        for q in self.queues:
+            q_rows += q.rows
+            q_bytes += q.bytes
+        self.queued.set(q_rows, q_bytes)
+        self.peak_total_bytes = max(self.peak_total_bytes, self._synopsis_bytes + q_bytes)
+        if self.trace is not None:
+            self.trace.append((now, q_rows, q_bytes))
+
+    def carry_over(self, old: MemoryMonitor) -> None:
+        """Keep `old`'s peaks, averages and trace (the plan changed under a running engine)."""
+        self.peak_total_bytes = old.peak_total_bytes
+        self.queued.peak_rows, self.queued.peak_bytes = old.queued.peak_rows, old.queued.peak_bytes
+        self._start, self._last = old._start, old._last
+        self._row_seconds, self._byte_seconds = old._row_seconds, old._byte_seconds
+        self.trace = old.trace
+
+    @property
+    def average_queue_rows(self) -> float:
+        return self._row_seconds / self._last if self._last > 0 else float(self.queued.rows)
+
+    @property
+    def average_queue_bytes(self) -> float:
+        return self._byte_seconds / self._last if self._last > 0 else float(self.queued.bytes)

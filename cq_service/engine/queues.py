@@ -4,6 +4,10 @@ A queue carries `Batch`es and `Heartbeat`s in order. A heartbeat at τ promises 
 batch on the queue holds an element with timestamp ≤ τ: instant τ is complete. A queue read by
 several operators (a shared subplan) keeps one cursor per reader and frees an item once every
 reader has passed it, so sharing costs no copy.
+
+Every item carries a *stamp*: the wall-clock time (``time.perf_counter``) at which the input it
+derives from entered the engine. Scheduling policies read stamps to find the oldest waiting
+work (FIFO, ties in Chain, latency bounds); sinks turn them into latencies.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from cq_service.engine.batch import Batch
 __all__ = ["Heartbeat", "Item", "Queue", "QueueReader"]
 
 _DETACHED = 1 << 62  # the cursor of a detached reader: past every item
+NO_HEARTBEAT = -(1 << 63)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +37,8 @@ class Queue:
     def __init__(self, name: str):
         self.name = name
         self._items: deque[Item] = deque()
+        self._stamps: deque[float] = deque()  # parallel to _items
+        self._sizes: deque[int] = deque()  # bytes of each item (0 for heartbeats)
         self._base = 0  # absolute index of _items[0]
         self._cursors: list[int] = []  # detached readers hold _DETACHED
         self.readers = 0  # readers still attached
@@ -40,6 +47,8 @@ class Queue:
         self.peak_rows = 0
         self.peak_bytes = 0
         self.total_rows = 0
+        self.total_bytes = 0
+        self.last_heartbeat = NO_HEARTBEAT  # the latest heartbeat pushed
 
     def reader(self) -> QueueReader:
         self._cursors.append(self._base + len(self._items))
@@ -54,31 +63,42 @@ class Queue:
         self.readers -= 1
         if self.readers == 0:
             self._items.clear()
+            self._stamps.clear()
+            self._sizes.clear()
             self._base = 0
             self._cursors = [_DETACHED] * len(self._cursors)
             self.rows = self.bytes = 0
         else:
             self._release()
 
-    def push(self, item: Item) -> None:
+    def push(self, item: Item, stamp: float = 0.0) -> None:
         if not self.readers:
             return  # nobody reads this queue
         self._items.append(item)
+        self._stamps.append(stamp)
         if isinstance(item, Batch):
             n = len(item)
+            size = item.nbytes()
+            self._sizes.append(size)
             self.rows += n
             self.total_rows += n
-            self.bytes += item.nbytes()
+            self.bytes += size
+            self.total_bytes += size
             self.peak_rows = max(self.peak_rows, self.rows)
             self.peak_bytes = max(self.peak_bytes, self.bytes)
+        else:
+            self._sizes.append(0)
+            self.last_heartbeat = max(self.last_heartbeat, item.ts)
 
-    def _get(self, reader: int) -> Item | None:
-        pos = self._cursors[reader]
+    def _get(self, reader: QueueReader) -> Item | None:
+        pos = self._cursors[reader.index]
         k = pos - self._base
         if k >= len(self._items):
             return None
         item = self._items[k]
-        self._cursors[reader] = pos + 1
+        reader.stamp = self._stamps[k]
+        reader.bytes_read += self._sizes[k]
+        self._cursors[reader.index] = pos + 1
         if k == 0:
             self._release()
         return item
@@ -87,6 +107,10 @@ class Queue:
         k = self._cursors[reader] - self._base
         return self._items[k] if k < len(self._items) else None
 
+    def _head_stamp(self, reader: int) -> float | None:
+        k = self._cursors[reader] - self._base
+        return self._stamps[k] if k < len(self._items) else None
+
     def _pending(self, reader: int) -> int:
         return self._base + len(self._items) - self._cursors[reader]
 
@@ -94,30 +118,39 @@ class Queue:
         low = min(self._cursors)  # detached readers never hold anything back
         while self._base < low and self._items:
             item = self._items.popleft()
+            self._stamps.popleft()
+            size = self._sizes.popleft()
             self._base += 1
             if isinstance(item, Batch):
                 self.rows -= len(item)
-                self.bytes -= item.nbytes()
+                self.bytes -= size
 
     def __len__(self) -> int:
         return len(self._items)
 
 
 class QueueReader:
-    """One consumer's view of a queue."""
+    """One consumer's view of a queue. `stamp` is the stamp of the item read last and
+    `bytes_read` counts the bytes of every batch read (the scheduler's statistics)."""
 
-    __slots__ = ("index", "queue")
+    __slots__ = ("bytes_read", "index", "queue", "stamp")
 
     def __init__(self, queue: Queue, index: int):
         self.queue = queue
         self.index = index
+        self.stamp = 0.0
+        self.bytes_read = 0
 
     def get(self) -> Item | None:
-        return self.queue._get(self.index)
+        return self.queue._get(self)
 
     def peek(self) -> Item | None:
         """The next item, without reading it."""
         return self.queue._peek(self.index)
+
+    def head_stamp(self) -> float | None:
+        """The stamp of the next item (None when nothing is pending)."""
+        return self.queue._head_stamp(self.index)
 
     def pending(self) -> int:
         """Items not yet read by this reader."""

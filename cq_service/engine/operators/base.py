@@ -38,6 +38,9 @@ class Operator(ABC):
         self.rows_out = 0
         self.watermark = NEVER  # the last heartbeat emitted
         self.out_types: list[DataType] = []  # set by the builder
+        self.stamp = 0.0  # stamp of the input item being processed; outputs inherit it
+        self.busy_seconds = 0.0  # time spent in `run` (the executor measures it)
+        self.owner = ""  # the deployment whose queries use it (a live engine sets it)
 
     # -- executor-facing ----------------------------------------------------------------------
 
@@ -57,6 +60,30 @@ class Operator(ABC):
         """(rows, bytes) held in this operator's synopses."""
         return (0, 0)
 
+    @property
+    def bytes_in(self) -> int:
+        """Bytes of the batches read from the inputs so far."""
+        return sum(r.bytes_read for r in self.inputs)
+
+    @property
+    def bytes_out(self) -> int:
+        """Bytes of the batches written to the output that someone reads."""
+        return self.output.total_bytes
+
+    def head_stamp(self) -> float | None:
+        """The stamp of the oldest input item waiting for this operator (None: none)."""
+        oldest = None
+        for r in self.inputs:
+            s = r.head_stamp()
+            if s is not None and (oldest is None or s < oldest):
+                oldest = s
+        return oldest
+
+    def blocked(self) -> bool:
+        """True when running would only buffer input without producing anything (an
+        operator waiting for another input's time); the scheduler passes it over."""
+        return False
+
     def describe(self) -> str:
         """One line for `cq explain`."""
         return self.kind
@@ -70,12 +97,12 @@ class Operator(ABC):
     def emit(self, batch: Batch) -> None:
         if len(batch) or len(batch.ticks):
             self.rows_out += len(batch)
-            self.output.push(batch)
+            self.output.push(batch, self.stamp)
 
     def emit_heartbeat(self, ts: int) -> None:
         if ts > self.watermark:
             self.watermark = ts
-            self.output.push(Heartbeat(ts))
+            self.output.push(Heartbeat(ts), self.stamp)
 
     def on_heartbeat(self, ts: int) -> None:  # noqa: B027 - optional hook
         """Instant `ts` and everything before it is complete on every input."""
@@ -96,6 +123,7 @@ class UnaryOperator(Operator):
             item = reader.get()
             if item is None:
                 break
+            self.stamp = reader.stamp
             if isinstance(item, Heartbeat):
                 self.on_heartbeat(item.ts)
                 self.emit_heartbeat(item.ts)
@@ -123,6 +151,27 @@ class MultiInputOperator(Operator):
     def buffered_rows(self) -> int:
         return sum(len(b) for buf in self._buffers for b in buf)
 
+    def blocked(self) -> bool:
+        """Reading now would release nothing: some input's time (its heartbeat so far, or
+        the latest one waiting in its queue) has not passed what was already released."""
+        times = self._input_times()
+        return not times or min(times) <= self.watermark
+
+    def lagging_ports(self) -> list[int]:
+        """The inputs whose time holds this operator back (the scheduler feeds them first)."""
+        times = self._input_times()
+        low = min(times, default=NEVER)
+        return [p for p, t in enumerate(times) if t == low]
+
+    def _input_times(self) -> list[int]:
+        times = []
+        for port, r in enumerate(self.inputs):
+            hb = self._port_heartbeats[port]
+            if r.pending():
+                hb = max(hb, r.queue.last_heartbeat)
+            times.append(hb)
+        return times
+
     def run(self, budget: int) -> int:
         """Read the inputs in turn, a batch at a time, releasing whatever the heartbeats allow
         as soon as they allow it."""
@@ -138,6 +187,7 @@ class MultiInputOperator(Operator):
                 if not isinstance(nxt, Heartbeat) and work >= budget and took[port]:
                     continue
                 item = reader.get()
+                self.stamp = reader.stamp
                 progress = True
                 if isinstance(item, Heartbeat):
                     self._port_heartbeats[port] = max(self._port_heartbeats[port], item.ts)

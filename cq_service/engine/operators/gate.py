@@ -11,6 +11,8 @@ replays the source from an earlier offset (stream elements ≤ W are dropped, re
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from cq_service.engine.batch import Batch
@@ -53,6 +55,7 @@ class Gate(UnaryOperator):
         work = 0
         if self._snapshot is not None:
             snap, self._snapshot = self._snapshot, None
+            self.stamp = time.perf_counter()
             if len(snap):
                 self.on_batch(snap)
                 work += len(snap)

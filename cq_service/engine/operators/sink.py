@@ -7,6 +7,7 @@ canonical order (by row values), so a run's files do not depend on batch sizes o
 
 from __future__ import annotations
 
+import time
 from typing import Protocol
 
 import numpy as np
@@ -14,6 +15,7 @@ import numpy as np
 from cq_service.engine.batch import Batch
 from cq_service.engine.consolidate import canonical_order, consolidate, expand
 from cq_service.engine.instants import InstantBuffer
+from cq_service.engine.latency import LatencyHistogram
 from cq_service.engine.operators.base import UnaryOperator
 from cq_service.engine.queues import Queue, QueueReader
 
@@ -46,6 +48,7 @@ class SinkOperator(UnaryOperator):
         # Streams need no instant buffer unless their instants are written in canonical order.
         self._buffer = InstantBuffer() if canonical or not is_stream else None
         self.written = 0
+        self.latency = LatencyHistogram()
 
     def describe(self) -> str:
         return f"sink {self.name} ({'stream' if self.is_stream else 'relation deltas'})"
@@ -83,3 +86,4 @@ class SinkOperator(UnaryOperator):
         self.written += len(batch)
         self.rows_out += len(batch)
         self.writer.write(batch.ts, batch.w.astype(np.int8), batch.columns)
+        self.latency.add(time.perf_counter() - self.stamp, len(batch))

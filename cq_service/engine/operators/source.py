@@ -9,6 +9,7 @@ per partition and gives the stream's heartbeat itself (see `engine.reorder`).
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -89,6 +90,8 @@ class SourceOperator(Operator):
         if self.exhausted:
             return 0
         chunk = self.reader.read()
+        # Stamp: when the chunk arrived (a reader that knows it says so), else now.
+        self.stamp = getattr(chunk, "arrived", None) or time.perf_counter()
         if chunk is None:
             self.exhausted = True
             self._emit(self.reorder.flush())
@@ -124,6 +127,7 @@ class SourceOperator(Operator):
         """After the end of input: move this source's heartbeat along with the pipeline's
         clock (never past the end of the whole pipeline's input)."""
         if self.exhausted:
+            self.stamp = time.perf_counter()
             self.emit_heartbeat(max(clock, self.max_seen))
 
     @property
@@ -136,6 +140,7 @@ class SourceOperator(Operator):
         an update it reads later at or below `clock` is late."""
         if clock == NEVER or clock <= self.watermark:
             return
+        self.stamp = time.perf_counter()
         self.reorder.promised = max(int(self.reorder.promised), clock + 1)
         self._emit(self.reorder.push(self.empty()))
         self.emit_heartbeat(self.reorder.watermark)

@@ -1,4 +1,4 @@
-"""Round-robin: each runnable operator in turn, in plan order."""
+"""Round-robin: each runnable operator in turn, in plan order (sources included)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,9 @@ class RoundRobin:
     name = "round_robin"
 
     def __init__(self) -> None:
+        self._next = 0
+
+    def attach(self, operators: list[Operator]) -> None:
         self._next = 0
 
     def choose(self, operators: list[Operator]) -> Operator | None:

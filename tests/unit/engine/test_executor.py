@@ -14,7 +14,7 @@ import pytest
 
 from cq_service.compiler import compile_pipeline
 from cq_service.engine.build import SourceOptions, build_executor
-from cq_service.engine.scheduler import RoundRobin
+from cq_service.engine.scheduler import Chain, ChainBounded, Fifo, Greedy, RoundRobin
 from cq_service.io import open_source
 from cq_service.runner import run_pipeline
 from cq_service.spec import load_pipeline
@@ -164,6 +164,9 @@ class RandomOrder:
     def __init__(self, seed: int):
         self.rng = random.Random(seed)
 
+    def attach(self, operators):
+        pass
+
     def choose(self, operators):
         runnable = [op for op in operators if op.runnable()]
         return self.rng.choice(runnable) if runnable else None
@@ -173,6 +176,9 @@ class DownstreamFirst:
     """Always the last runnable operator in plan order (drains queues eagerly)."""
 
     name = "downstream_first"
+
+    def attach(self, operators):
+        pass
 
     def choose(self, operators):
         for op in reversed(operators):
@@ -185,6 +191,9 @@ class SourcesFirst:
     """Reads every source to the end before running anything else."""
 
     name = "sources_first"
+
+    def attach(self, operators):
+        pass
 
     def choose(self, operators):
         runnable = [op for op in operators if op.runnable()]
@@ -241,13 +250,23 @@ def test_round_robin_budgets_give_identical_results(pipeline_dir, reference, bud
     assert canonical(got) == reference
 
 
-@pytest.mark.parametrize(
-    "policy",
-    [RandomOrder(1), RandomOrder(2), DownstreamFirst(), SourcesFirst()],
-    ids=["random1", "random2", "downstream_first", "sources_first"],
-)
+ORDERS = {
+    "random1": lambda: RandomOrder(1),
+    "random2": lambda: RandomOrder(2),
+    "downstream_first": DownstreamFirst,
+    "sources_first": SourcesFirst,
+    "fifo": Fifo,
+    "greedy": Greedy,
+    "chain": Chain,
+    "chain_bounded_0": lambda: ChainBounded(0.0),
+    "chain_bounded_1ms": lambda: ChainBounded(0.001),
+}
+
+
+@pytest.mark.parametrize("order", list(ORDERS))
 @pytest.mark.parametrize("budget", [1, 7])
-def test_other_scheduling_orders_give_identical_results(pipeline_dir, reference, policy, budget):
+def test_other_scheduling_orders_give_identical_results(pipeline_dir, reference, order, budget):
+    policy = ORDERS[order]()
     assert canonical(run_executor(pipeline_dir, budget=budget, policy=policy)) == reference
 
 

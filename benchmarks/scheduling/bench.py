@@ -1,0 +1,174 @@
+"""The Chain paper's experiments on the real engine (paper 000 §6; issue 5).
+
+For each query shape in shapes/, elements arrive in wall-clock time following the ON/OFF
+model (arrivals.py) at a mean load below the engine's measured capacity for that shape, with
+bursts well above it. Each policy runs the same arrivals; the executor records total queue
+memory after every step, and sinks record each result's latency. The run is repeated and
+medians are reported; one run per policy is drawn as memory over time.
+
+    .venv/bin/python benchmarks/scheduling/bench.py            # every shape, 3 repeats
+    .venv/bin/python benchmarks/scheduling/bench.py --shape 2 --repeats 1
+
+Writes benchmarks/scheduling/results/{shape}.png, results.md and results.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from arrivals import on_off_arrivals  # noqa: E402
+from harness import Arrivals, Run, run_shape  # noqa: E402
+
+SHAPES = {
+    "1": ("1_two_operators.yaml", ["S"]),
+    "2": ("2_four_operators.yaml", ["S"]),
+    "3": ("3_relation_join.yaml", ["S"]),
+    "4": ("4_window_join.yaml", ["S", "T"]),
+    "5": ("5_mixed.yaml", ["S"]),
+}
+POLICIES = ["fifo", "round_robin", "greedy", "chain"]
+LETTERS = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz", dtype=np.uint8)
+
+
+def stream_table(n: int, seed: int) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    chars = LETTERS[rng.integers(0, 26, size=n * 80)]
+    payload = pa.Array.from_buffers(
+        pa.string(), n, [None, pa.py_buffer(np.arange(0, 80 * n + 1, 80, dtype=np.int32)),
+                         pa.py_buffer(chars.tobytes())]
+    )
+    return pa.table({
+        "k": pa.array(rng.integers(0, 10_000, n)),
+        "v": pa.array(rng.integers(0, 1_000, n)),
+        "payload": payload,
+    })
+
+
+def arrivals_for(streams: list[str], n: int, at: list[np.ndarray]) -> dict[str, Arrivals]:
+    out = {}
+    for k, (name, times) in enumerate(zip(streams, at, strict=True)):
+        ts = np.floor(times * 1e6).astype(np.int64)  # event time = arrival time, in µs
+        out[name] = Arrivals(stream_table(n, 100 + k), times, ts)
+    return out
+
+
+def capacity(shape: Path, streams: list[str], n: int) -> float:
+    """Elements per second the engine sustains on this shape (everything queued at once)."""
+    at = [np.zeros(n) for _ in streams]
+    arr = arrivals_for(streams, n, at)
+    for a in arr.values():
+        a.ts = np.arange(n, dtype=np.int64)
+    run = run_shape(shape, arr, "fifo")
+    return n * len(streams) / run.seconds
+
+
+def summary(runs: list[Run]) -> dict[str, float]:
+    return {
+        "peak_kib": statistics.median(r.peak_bytes for r in runs) / 1024,
+        "average_kib": statistics.median(r.average_bytes for r in runs) / 1024,
+        "latency_p50_ms": statistics.median(r.latency.quantile(0.5) for r in runs) * 1e3,
+        "latency_p99_ms": statistics.median(r.latency.quantile(0.99) for r in runs) * 1e3,
+        "seconds": statistics.median(r.seconds for r in runs),
+        "results": runs[0].results,
+    }
+
+
+def plot(path: Path, title: str, runs: dict[str, Run]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for name, run in runs.items():
+        tr = np.asarray(run.trace)
+        if len(tr):
+            ax.plot(tr[:, 0], tr[:, 2] / 1024, label=name, linewidth=1)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("total queue memory (KiB)")
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shape", action="append", help="shape number (default: all)")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--elements", type=int, default=60_000, help="per stream")
+    ap.add_argument("--load", type=float, default=0.6, help="mean rate / capacity")
+    ap.add_argument("--burst", type=float, default=1.5, help="one flow's rate / capacity")
+    ap.add_argument("--bounds", default="", help="chain_bounded bounds in ms, e.g. 5,20,50")
+    ap.add_argument("--out", type=Path, default=HERE / "results")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    results_path = args.out / "results.json"
+    results = json.loads(results_path.read_text()) if results_path.exists() else {}
+    bounds = [float(b) for b in args.bounds.split(",") if b]
+    for key in args.shape or list(SHAPES):
+        file, streams = SHAPES[key]
+        shape = HERE / "shapes" / file
+        cap = capacity(shape, streams, min(args.elements, 20_000))
+        rate = args.load * cap / len(streams)
+        at = [
+            on_off_arrivals(args.elements, rate, flow_rate=args.burst * cap / len(streams),
+                            seed=11 + k)
+            for k in range(len(streams))
+        ]
+        arr = arrivals_for(streams, args.elements, at)
+        policies = [(p, None) for p in POLICIES] + [("chain_bounded", b / 1e3) for b in bounds]
+        runs: dict[str, list[Run]] = {}
+        for rep in range(args.repeats):
+            for p, bound in policies:
+                r = run_shape(shape, arr, p, bound=bound)
+                runs.setdefault(r.policy, []).append(r)
+                print(f"shape {key} rep {rep} {r.policy:>18}: peak {r.peak_bytes / 1024:9.1f} KiB  "
+                      f"avg {r.average_bytes / 1024:8.1f} KiB  p99 {r.latency.quantile(0.99) * 1e3:8.2f} ms  "
+                      f"{r.seconds:5.1f} s", flush=True)
+        entry = {
+            "shape": file,
+            "capacity_per_s": cap,
+            "mean_rate_per_s": rate * len(streams),
+            "elements": args.elements * len(streams),
+            "repeats": args.repeats,
+            "policies": {name: summary(rs) for name, rs in runs.items()},
+        }
+        results[key] = entry
+        plot(args.out / f"shape{key}.png", f"shape {key}: {file[2:-5].replace('_', ' ')}",
+             {name: rs[0] for name, rs in runs.items() if not name.startswith("chain_bounded")})
+    results["machine"] = f"{platform.machine()}, {platform.python_version()}, {time.strftime('%Y-%m-%d')}"
+    results_path.write_text(json.dumps(results, indent=2))
+    write_table(args.out / "results.md", results)
+
+
+def write_table(path: Path, results: dict) -> None:
+    lines = ["| shape | policy | peak KiB | average KiB | p50 ms | p99 ms | vs best of FIFO/greedy (peak) |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for key in sorted(k for k in results if k in SHAPES):
+        pol = results[key]["policies"]
+        best = min(pol[p]["peak_kib"] for p in ("fifo", "greedy") if p in pol)
+        for name, s in pol.items():
+            lines.append(
+                f"| {key} | {name} | {s['peak_kib']:.1f} | {s['average_kib']:.1f} | "
+                f"{s['latency_p50_ms']:.2f} | {s['latency_p99_ms']:.2f} | "
+                f"{(s['peak_kib'] / best - 1) * 100:+.0f}% |"
+            )
+    path.write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
