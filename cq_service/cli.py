@@ -46,7 +46,9 @@ def validate(files: list[Path] = typer.Argument(..., help="pipeline files to che
 @app.command()
 def explain(
     file: Path = typer.Argument(..., help="pipeline file"),
-    policy: str = typer.Option("round_robin", help="scheduling policy"),
+    policy: str | None = typer.Option(
+        None, help="scheduling policy (default: the pipeline's resources.scheduler)"
+    ),
 ) -> None:
     """Print the physical plan: operators, windows, queues, synopses, sharing."""
     from cq_service.compiler import load_and_compile
@@ -58,18 +60,26 @@ def explain(
         for line in e.lines():
             typer.echo(line)
         raise typer.Exit(2) from None
-    typer.echo(render(compiled.plan, policy))
+    typer.echo(render(compiled.plan, policy or compiled.spec.resources.scheduler))
 
 
 @app.command()
 def run(
     file: Path = typer.Argument(..., help="pipeline file"),
-    stats: bool = typer.Option(False, "--stats", help="print per-operator counts and peak memory"),
-    policy: str = typer.Option("round_robin", help="scheduling policy"),
-    batch_rows: int = typer.Option(65_536, help="rows per source read"),
+    stats: bool = typer.Option(
+        False, "--stats", help="print per-operator counts, queue memory and result latency"
+    ),
+    policy: str | None = typer.Option(
+        None, help="scheduling policy (default: the pipeline's resources.scheduler, else chain)"
+    ),
+    latency_bound: float | None = typer.Option(
+        None, help="chain_bounded's bound on waiting time, in milliseconds"
+    ),
+    batch_rows: int = typer.Option(65_536, help="rows per source read and per operator step"),
 ) -> None:
     """Run a pipeline until every source is exhausted, then flush the sinks."""
     from cq_service.compiler import load_and_compile
+    from cq_service.engine.scheduler import policy as make_policy
     from cq_service.runner import run_pipeline
 
     try:
@@ -79,7 +89,16 @@ def run(
             typer.echo(line)
         raise typer.Exit(2) from None
     try:
-        report = run_pipeline(compiled, policy=policy, batch_rows=batch_rows)
+        bound = None if latency_bound is None else latency_bound / 1000
+        if policy is not None:
+            make_policy(policy, bound)  # an unknown name or a missing bound: exit 2 below
+    except ValueError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    try:
+        report = run_pipeline(
+            compiled, policy=policy, latency_bound=bound, batch_rows=batch_rows
+        )
     except CQError as e:
         typer.echo(f"error: {e.render()}", err=True)
         raise typer.Exit(1) from None
@@ -229,6 +248,46 @@ def bench_nexmark(
     if problems:
         typer.echo("results disagree:\n" + "\n".join(problems), err=True)
         raise typer.Exit(1)
+
+
+@bench_app.command("scheduling")
+def bench_scheduling(
+    scenario: str = typer.Option(
+        "example1", help="example1, counterexample, stream-example, bursty[-…]"
+    ),
+    policy: list[str] = typer.Option(
+        None, help="repeatable: fifo, round_robin, greedy, chain, chain_bounded, opt"
+    ),
+    json_output: bool = typer.Option(False, "--json", help="print JSON"),
+    bound: int | None = typer.Option(None, help="chain_bounded's latency bound (adds it)"),
+    bounds: str | None = typer.Option(
+        None, help="comma-separated bounds: chain_bounded's peak memory vs p99 latency"
+    ),
+    quantum: int = typer.Option(1, help="round-robin quantum, in units"),
+    seed: int = typer.Option(0, help="seed of the bursty scenarios"),
+) -> None:
+    """Simulate operator scheduling (Chain, docs/scheduling.md) in cost units: memory at each
+    instant, peak and average memory, latency and context switches per policy."""
+    import json
+
+    from cq_service.bench.scheduling import report
+    from cq_service.bench.scheduling.scenarios import scenario as build
+
+    names = list(policy or report.DEFAULT_POLICIES)
+    if bound is not None and not policy:
+        names.append("chain_bounded")
+    try:
+        chosen = build(scenario, seed)
+        runs = report.results(chosen, names, bound=bound, quantum=quantum)
+        levels = [int(b) for b in bounds.split(",") if b.strip()] if bounds else None
+        trade = report.tradeoff(chosen.workload, levels) if levels else None
+    except ValueError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    if json_output:
+        typer.echo(json.dumps(report.as_json(scenario, runs, trade)))
+    else:
+        typer.echo(report.text(chosen, runs, trade))
 
 
 app.add_typer(catalog_app, name="catalog")

@@ -18,8 +18,9 @@ from cq_service.engine.scheduler import policy as make_policy
 from cq_service.io import open_sink, open_source
 from cq_service.io.base import DeadRecord, LateElement, Sink
 from cq_service.io.dead_letter import DeadLetterSink
+from cq_service.spec.model import TIME_UNITS, PipelineSpec
 
-__all__ = ["DeadLetterRouter", "RunReport", "run_pipeline"]
+__all__ = ["DeadLetterRouter", "RunReport", "run_pipeline", "scheduler_of"]
 
 
 @dataclass
@@ -70,15 +71,20 @@ class _ObservedSink:
 def run_pipeline(
     compiled: CompiledPipeline,
     *,
-    policy: str = "round_robin",
+    policy: str | None = None,
+    latency_bound: float | None = None,
     batch_rows: int = 65_536,
     observer: SinkObserver | None = None,
 ) -> RunReport:
     """Run a compiled pipeline on its files until every source is exhausted.
 
+    `policy` (with `latency_bound` in seconds for chain_bounded) overrides the pipeline's
+    `resources.scheduler`. Each operator runs at most `batch_rows` elements per step.
     `observer(query, ts)`, if given, is called after each write to a query's sink with the
     timestamps written (the benchmark measures latency with it)."""
     spec = compiled.spec
+    if policy is None:
+        policy, latency_bound = scheduler_of(spec)
     inputs = {**spec.streams, **spec.relations}
     readers = {}
     options = {}
@@ -103,7 +109,8 @@ def run_pipeline(
         writers=writers,
         options=options,
         dead_letters=DeadLetterRouter(dead_sink, columns),
-        policy=make_policy(policy),
+        policy=make_policy(policy, latency_bound),
+        budget=batch_rows,
     )
     start = time.perf_counter()
     try:
@@ -123,3 +130,10 @@ def run_pipeline(
     for sink in executor.sinks:
         report.sinks[sink.name] = sink.written
     return report
+
+
+def scheduler_of(spec: PipelineSpec) -> tuple[str, float | None]:
+    """The pipeline's scheduling policy and its latency bound in seconds."""
+    res = spec.resources
+    bound = res.latency_bound
+    return res.scheduler, None if bound is None else bound * TIME_UNITS[spec.time_unit] / 1e9

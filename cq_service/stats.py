@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cq_service.engine.scheduler.priority import PriorityPolicy
+
 if TYPE_CHECKING:
     from cq_service.runner import RunReport
 
@@ -35,5 +37,42 @@ def render_stats(report: RunReport) -> str:
     lines.append(f"{'queue':<44} {'total':>10} {'':>10} {'peak rows':>10} {'peak bytes':>11}")
     for q in ex.queues:
         lines.append(f"{q.name:<44} {q.total_rows:>10} {'':>10} {q.peak_rows:>10} {_size(q.peak_bytes):>11}")
-    lines.append(f"peak memory of queues and synopses: {_size(ex.memory.peak_total_bytes)}")
+    mem = ex.memory
+    lines.append(
+        f"queued elements: peak {mem.queued.peak_rows} rows / {_size(mem.queued.peak_bytes)}, "
+        f"average {mem.average_queue_rows:,.1f} rows / {_size(int(mem.average_queue_bytes))}"
+    )
+    lines.append(f"peak memory of queues and synopses: {_size(mem.peak_total_bytes)}")
+    lines.extend(_latencies(report))
+    lines.extend(_priorities(report))
     return "\n".join(lines)
+
+
+def _latencies(report: RunReport) -> list[str]:
+    """Per query: from an input's arrival to the result it completed being written."""
+    lines = [f"{'query latency':<44} {'results':>10} {'p50 ms':>10} {'p99 ms':>10} {'max ms':>11}"]
+    for sink in report.executor.sinks:
+        h = sink.latency
+        lines.append(
+            f"{sink.name[:44]:<44} {h.count:>10} {h.quantile(0.5) * 1e3:>10.3f} "
+            f"{h.quantile(0.99) * 1e3:>10.3f} {h.max * 1e3:>11.3f}"
+        )
+    return lines
+
+
+def _priorities(report: RunReport) -> list[str]:
+    """The scheduler's view of each operator, when it learns one (greedy, chain)."""
+    policy = report.executor.policy
+    if not isinstance(policy, PriorityPolicy):
+        return []
+    st = policy.statistics
+    lines = [f"{'scheduler statistics':<44} {'σ (bytes)':>10} {'µs/KiB':>10} {'priority':>10}"]
+    for op in report.executor.operators:
+        if op.name in {s.name for s in report.executor.sources}:
+            continue
+        label = f"{op.name} {op.describe()}"[:44]
+        lines.append(
+            f"{label:<44} {st.selectivity(op):>10.4f} {st.cost(op) * 1024 * 1e6:>10.3f} "
+            f"{policy.priority_of(op):>10.3g}"
+        )
+    return lines

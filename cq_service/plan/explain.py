@@ -54,7 +54,7 @@ def _detail(op: L.LogicalOp) -> tuple[str, str]:
     return type(op).__name__, "-"
 
 
-def explain(plan: PhysicalPlan, policy: str = "round_robin") -> str:
+def explain(plan: PhysicalPlan, policy: str = "chain") -> str:
     lines = [f"physical plan ({len(plan.nodes)} operators, {len(plan.sinks)} sinks, scheduler {policy})"]
     consumers: dict[int, int] = {}
     for n in plan.nodes:

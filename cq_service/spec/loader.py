@@ -5,7 +5,8 @@ Three passes, each reporting every problem it finds with its position:
 2. the JSON Schema (`pipeline.schema.json`), each error mapped to the offending key or value;
 3. checks the schema cannot express (run once the schema passes): names unique across streams,
    relations and queries (case-insensitively, as in CQL), the timestamp column's type, source
-   files that must exist, formats known from the extension, durations in whole time units.
+   files that must exist, formats known from the extension, durations in whole time units, a
+   `resources.latency_bound` exactly when the scheduler is chain_bounded.
 CQL text is not parsed here; each query keeps the file position of every character.
 """
 
@@ -28,10 +29,13 @@ from jsonschema.exceptions import ValidationError
 from cq_service.errors import CQError, Span, SpecError
 from cq_service.spec.exceptions import SpecErrors
 from cq_service.spec.model import (
+    DEFAULT_SCHEDULER,
+    LATENCY_BOUNDED_SCHEDULER,
     TIME_UNITS,
     FieldSpec,
     PipelineSpec,
     QuerySpec,
+    ResourcesSpec,
     SinkSpec,
     SourceSpec,
     StreamSpec,
@@ -461,6 +465,7 @@ class _SpecBuilder:
             dead_letter=self._dead_letter(value["name"]),
             path=path,
             base_dir=str(self.base_dir),
+            resources=self._resources(),
         )
 
     def _error(self, message: str, span: Span) -> None:
@@ -749,6 +754,50 @@ class _SpecBuilder:
         return SinkSpec(
             type="file", path=str(default), format="jsonl", span=Span(1, 1, file=self.doc.file)
         )
+
+    # resources
+
+    def _resources(self) -> ResourcesSpec:
+        """The `resources` section; its defaults without one, or after an error (reported)."""
+        path: Path = ("resources",)
+        raw = self.doc.value.get("resources")
+        if raw is None:
+            return ResourcesSpec(span=Span(1, 1, file=self.doc.file))
+        span = self.doc.span(path, key=True)
+        scheduler = raw.get("scheduler", DEFAULT_SCHEDULER)
+        bounded = scheduler == LATENCY_BOUNDED_SCHEDULER
+        if bounded and "latency_bound" not in raw:
+            self._error(
+                f"resources: scheduler {scheduler} needs a latency_bound, "
+                "e.g. latency_bound: 50 ms",
+                self.doc.span((*path, "scheduler")),
+            )
+            return ResourcesSpec(span=span)
+        if not bounded and "latency_bound" in raw:
+            chosen = scheduler if "scheduler" in raw else f"{scheduler} (the default)"
+            self._error(
+                f"latency_bound in resources only applies to scheduler "
+                f"{LATENCY_BOUNDED_SCHEDULER}, but the scheduler is {chosen}",
+                self.doc.span((*path, "latency_bound"), key=True),
+            )
+            return ResourcesSpec(span=span)
+        if not bounded:
+            return ResourcesSpec(scheduler=scheduler, span=span)
+        bound = self._latency_bound(raw["latency_bound"], (*path, "latency_bound"))
+        if bound is None:
+            return ResourcesSpec(span=span)
+        return ResourcesSpec(scheduler=scheduler, latency_bound=bound, span=span)
+
+    def _latency_bound(self, value: int | str, path: Path) -> int | None:
+        """A latency bound as a whole number of time_unit > 0; None after reporting why not."""
+        before = len(self.errors)
+        bound = self._duration(value, path)
+        if len(self.errors) > before:
+            return None
+        if bound <= 0:
+            self._error(f"{_describe(path)} must be > 0, got '{value}'", self.doc.span(path))
+            return None
+        return bound
 
     # names
 

@@ -15,10 +15,14 @@ from cq_service.errors import Span
 from cq_service.types import DataType
 
 __all__ = [
+    "DEFAULT_SCHEDULER",
+    "LATENCY_BOUNDED_SCHEDULER",
+    "SCHEDULERS",
     "TIME_UNITS",
     "FieldSpec",
     "PipelineSpec",
     "QuerySpec",
+    "ResourcesSpec",
     "SinkSpec",
     "SourceSpec",
     "StreamSpec",
@@ -34,6 +38,13 @@ TIME_UNITS: Mapping[str, int] = {
     "h": 3_600_000_000_000,
     "d": 86_400_000_000_000,
 }
+
+# The scheduling policies a pipeline file may name in `resources.scheduler` (the one list: the
+# JSON Schema's enum must equal it, a unit test checks; the engine maps each name to a policy).
+SCHEDULERS: tuple[str, ...] = ("fifo", "round_robin", "greedy", "chain", "chain_bounded")
+DEFAULT_SCHEDULER = "chain"
+# The scheduler that takes a `latency_bound` (and needs one).
+LATENCY_BOUNDED_SCHEDULER = "chain_bounded"
 
 
 @dataclass(frozen=True)
@@ -115,6 +126,33 @@ class QuerySpec:
 
 
 @dataclass(frozen=True)
+class ResourcesSpec:
+    """How the engine shares its resources among the queries: the `resources` section.
+
+    `scheduler` is one of `SCHEDULERS`. `latency_bound` (in time_unit) is set exactly when the
+    scheduler is ``chain_bounded``: Chain, but no element may wait longer than the bound.
+    `span` is where the section was written (line 1 when the file has none)."""
+
+    scheduler: str = DEFAULT_SCHEDULER
+    latency_bound: int | None = None
+    span: Span = field(default=Span(), compare=False)
+
+    def __post_init__(self) -> None:
+        if self.scheduler not in SCHEDULERS:
+            raise ValueError(
+                f"unknown scheduler {self.scheduler!r} (expected one of: {', '.join(SCHEDULERS)})"
+            )
+        bounded = self.scheduler == LATENCY_BOUNDED_SCHEDULER
+        if bounded and (self.latency_bound is None or self.latency_bound <= 0):
+            raise ValueError(f"scheduler {self.scheduler} needs a latency_bound > 0")
+        if not bounded and self.latency_bound is not None:
+            raise ValueError(
+                f"latency_bound only applies to scheduler {LATENCY_BOUNDED_SCHEDULER}, "
+                f"not {self.scheduler}"
+            )
+
+
+@dataclass(frozen=True)
 class PipelineSpec:
     version: int
     name: str
@@ -125,6 +163,7 @@ class PipelineSpec:
     dead_letter: SinkSpec
     path: str = ""  # the pipeline file
     base_dir: str = ""  # the folder relative paths were resolved against
+    resources: ResourcesSpec = ResourcesSpec()  # the `resources` section, or its defaults
 
     @property
     def time_unit_ns(self) -> int:

@@ -46,11 +46,13 @@ import yaml
 from tests.reference import element_key, pipeline_outputs, row_key
 
 __all__ = [
+    "POLICIES",
     "Outputs",
     "assert_same",
     "differences",
     "run_both",
     "run_engine",
+    "run_under_policies",
     "write_pipeline",
 ]
 
@@ -207,11 +209,23 @@ def batch_rows_for(data: Mapping[str, Sequence[Mapping]]) -> int:
     return BATCH_ROWS[sum(len(rows) for rows in data.values()) % len(BATCH_ROWS)]
 
 
-def run_engine(path: Path, batch_rows: int = 65_536) -> None:
+# Scheduling changes memory and latency, never results: every case runs under each policy.
+POLICIES: tuple[tuple[str, float | None], ...] = (
+    ("chain", None),
+    ("fifo", None),
+    ("round_robin", None),
+    ("greedy", None),
+    ("chain_bounded", 0.0),
+)
+
+
+def run_engine(
+    path: Path, batch_rows: int = 65_536, policy: str = "chain", bound: float | None = None
+) -> None:
     load_and_compile, run_pipeline = _engine_entry()
     with _time_limit(ENGINE_TIMEOUT_S):
         compiled = load_and_compile(path)
-        run_pipeline(compiled, batch_rows=batch_rows)
+        run_pipeline(compiled, batch_rows=batch_rows, policy=policy, latency_bound=bound)
 
 
 def read_sink(path: Path, columns: Sequence[str] | None) -> tuple[list[Element], list[str], str]:
@@ -250,39 +264,60 @@ def read_sink(path: Path, columns: Sequence[str] | None) -> tuple[list[Element],
 
 
 def run_both(
-    tmp_path: Path, pipeline: Mapping[str, Any], data: Mapping[str, Sequence[Mapping]]
+    tmp_path: Path,
+    pipeline: Mapping[str, Any],
+    data: Mapping[str, Sequence[Mapping]],
+    policy: str = "chain",
+    bound: float | None = None,
 ) -> tuple[Outputs, Outputs]:
     """Run the pipeline through the engine and the reference: ({query: elements}, same)."""
+    engines, reference = run_under_policies(tmp_path, pipeline, data, ((policy, bound),))
+    return engines[policy], reference
+
+
+def run_under_policies(
+    tmp_path: Path,
+    pipeline: Mapping[str, Any],
+    data: Mapping[str, Sequence[Mapping]],
+    policies: Sequence[tuple[str, float | None]] = POLICIES,
+) -> tuple[dict[str, Outputs], Outputs]:
+    """The reference's outputs once, and the engine's under each scheduling policy."""
     path = write_pipeline(tmp_path, pipeline, data)
     rows = batch_rows_for(data)
-    text = render_case(path) + f"\n(engine run with batch_rows={rows})\n"
     ref = pipeline_outputs(path)
+    text = render_case(path) + f"\n(engine run with batch_rows={rows})\n"
     reference_out = Outputs(pipeline_text=text)
     for name, out in ref.items():
         reference_out[name] = sorted(out.elements, key=element_key)
         reference_out.columns[name] = list(out.columns)
-    try:
-        run_engine(path, rows)
-    except Exception as e:  # a crash or a refusal is a failure of the engine, with context
-        raise AssertionError(
-            f"the engine failed: {type(e).__name__}: {e}\n\n{text}\n"
-            f"reference output:\n{_show_all(reference_out)}"
-        ) from e
-    engine_out = Outputs(pipeline_text=text)
-    problems = []
-    for name in ref:
-        els, cols, problem = read_sink(tmp_path / "out" / f"{name}.jsonl", ref[name].columns)
-        engine_out[name] = sorted(els, key=element_key)
-        engine_out.columns[name] = cols
-        if problem:
-            problems.append(f"query {name}: {problem}")
-        if els and cols != list(ref[name].columns):
-            problems.append(
-                f"query {name}: output columns {cols}, expected {list(ref[name].columns)}"
-            )
-    if problems:
-        raise AssertionError("\n".join(problems) + "\n\n" + text)
-    return engine_out, reference_out
+    engines: dict[str, Outputs] = {}
+    for policy, bound in policies:
+        label = text.replace("batch_rows=", f"policy={policy}, batch_rows=")
+        for name in ref:  # each policy writes its sinks afresh
+            (tmp_path / "out" / f"{name}.jsonl").unlink(missing_ok=True)
+        try:
+            run_engine(path, rows, policy, bound)
+        except Exception as e:  # a crash or a refusal is a failure of the engine, with context
+            raise AssertionError(
+                f"the engine failed: {type(e).__name__}: {e}\n\n{label}\n"
+                f"reference output:\n{_show_all(reference_out)}"
+            ) from e
+        engine_out = Outputs(pipeline_text=label)
+        problems = []
+        for name in ref:
+            els, cols, problem = read_sink(tmp_path / "out" / f"{name}.jsonl", ref[name].columns)
+            engine_out[name] = sorted(els, key=element_key)
+            engine_out.columns[name] = cols
+            if problem:
+                problems.append(f"query {name}: {problem}")
+            if els and cols != list(ref[name].columns):
+                problems.append(
+                    f"query {name}: output columns {cols}, expected {list(ref[name].columns)}"
+                )
+        if problems:
+            raise AssertionError("\n".join(problems) + "\n\n" + label)
+        engines[policy] = engine_out
+    return engines, reference_out
 
 
 def render_case(path: Path) -> str:

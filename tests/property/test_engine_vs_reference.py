@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from tests.property import strategies as strat
-from tests.property.harness import assert_same, run_both
+from tests.property.harness import assert_same, run_under_policies
 
 pytestmark = pytest.mark.property
 
@@ -32,9 +32,11 @@ SETTINGS = settings(
 
 
 def check(case: strat.Case) -> None:
+    """The engine equals the reference under every scheduling policy."""
     with tempfile.TemporaryDirectory(prefix="cq-prop-") as d:
-        engine_out, reference_out = run_both(Path(d), case.pipeline, case.data)
-        assert_same(engine_out, reference_out)
+        engines, reference_out = run_under_policies(Path(d), case.pipeline, case.data)
+        for engine_out in engines.values():
+            assert_same(engine_out, reference_out)
 
 
 @SETTINGS
