@@ -1,6 +1,6 @@
 """The SQL catalog: deployed pipelines' streams and relations, stored relation rows, queries
-with their run-time controls, the deployment and adjustment logs, statistics snapshots and
-worker checkpoints (docs/catalog.md).
+with their run-time controls, deployments' scheduler controls, the deployment and adjustment
+logs, statistics snapshots and worker checkpoints (docs/catalog.md).
 
 `Catalog(url)` is the repository; SQLite is embedded by default (`default_url()`: ``$CQ_CATALOG``
 or ``sqlite:///.cq/catalog.db``), PostgreSQL by URL. Importing this package registers the
@@ -13,6 +13,7 @@ from cq_service.catalog.records import (
     AdjustmentRecord,
     Checkpoint,
     DeploymentRecord,
+    PipelineControlRecord,
     QueryRecord,
     RelationRowRecord,
     SourceRecord,
@@ -31,6 +32,7 @@ __all__ = [
     "CatalogRelationReader",
     "Checkpoint",
     "DeploymentRecord",
+    "PipelineControlRecord",
     "QueryRecord",
     "RelationRowRecord",
     "SourceRecord",

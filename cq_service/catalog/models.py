@@ -33,6 +33,7 @@ __all__ = [
     "Base",
     "CheckpointRow",
     "Deployment",
+    "PipelineControl",
     "Query",
     "RelationRow",
     "StatsSnapshot",
@@ -175,4 +176,22 @@ class CheckpointRow(Base):
     frontier: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     offsets: Mapped[Any] = mapped_column(Json, nullable=False, default=dict)
     queries: Mapped[Any] = mapped_column(Json, nullable=False, default=dict)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class PipelineControl(Base):
+    """A deployment's run-time control: the scheduler (and chain_bounded's latency bound)
+    chosen through the API. NULL scheduler: the worker's configuration or the file decides."""
+
+    __tablename__ = "pipeline_controls"
+    __table_args__ = (
+        CheckConstraint(
+            "latency_bound_ms IS NULL OR latency_bound_ms > 0",
+            name="ck_pipeline_controls_latency_bound_ms",
+        ),
+    )
+
+    pipeline: Mapped[str] = mapped_column(Name, primary_key=True)
+    scheduler: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    latency_bound_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

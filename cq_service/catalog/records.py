@@ -11,6 +11,7 @@ __all__ = [
     "AdjustmentRecord",
     "Checkpoint",
     "DeploymentRecord",
+    "PipelineControlRecord",
     "QueryRecord",
     "RelationRowRecord",
     "SourceRecord",
@@ -80,6 +81,17 @@ class DeploymentRecord:
     status: str  # applied | rejected | removed
     error: str | None  # FILE:LINE:COL: message, for a rejected file
     created_at: datetime
+
+
+@dataclass(frozen=True)
+class PipelineControlRecord:
+    """A deployment's run-time control: `scheduler` (None: the worker's configuration or the
+    pipeline file decides) and, for chain_bounded only, `latency_bound_ms`."""
+
+    pipeline: str
+    scheduler: str | None
+    latency_bound_ms: float | None
+    updated_at: datetime
 
 
 @dataclass(frozen=True)

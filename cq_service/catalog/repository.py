@@ -11,6 +11,10 @@ what the file said last time; on a redeploy a field takes the file's value only 
 changed it since then (a value set through the API survives redeploys of an unchanged file,
 and an edit to the file wins over it). `active` is never set by the file: only `set_control`
 changes it, and a new query starts active.
+
+Pipeline controls (`set_pipeline_control`) choose a deployment's scheduler at run time. They
+are never set by a file, so they outlive redeploys (and the file going away) until changed or
+cleared.
 """
 
 from __future__ import annotations
@@ -34,13 +38,14 @@ from cq_service.catalog.records import (
     AdjustmentRecord,
     Checkpoint,
     DeploymentRecord,
+    PipelineControlRecord,
     QueryRecord,
     RelationRowRecord,
     SourceRecord,
     StatsRecord,
 )
 from cq_service.catalog.spec_json import stream_json
-from cq_service.spec.model import StreamSpec
+from cq_service.spec.model import LATENCY_BOUNDED_SCHEDULER, SCHEDULERS, StreamSpec
 
 __all__ = ["Catalog"]
 
@@ -251,6 +256,43 @@ class Catalog:
             row.updated_at = m.utcnow()
             return _query(row)
 
+    # -- pipeline controls -------------------------------------------------------------------
+
+    def pipeline_control(self, pipeline: str) -> PipelineControlRecord | None:
+        """`pipeline`'s control (None: never set, or cleared)."""
+        with self._tx() as s:
+            row = s.get(m.PipelineControl, pipeline)
+            return None if row is None else _pipeline_control(row)
+
+    def pipeline_controls(self) -> list[PipelineControlRecord]:
+        """Every pipeline's control, by pipeline name."""
+        stmt = select(m.PipelineControl).order_by(m.PipelineControl.pipeline)
+        with self._tx() as s:
+            return [_pipeline_control(r) for r in s.scalars(stmt)]
+
+    def set_pipeline_control(
+        self, pipeline: str, *, scheduler: str | None, latency_bound_ms: float | None = None
+    ) -> PipelineControlRecord:
+        """Replace `pipeline`'s control: its scheduler (None: the worker's configuration or the
+        pipeline file decides) and the latency bound in milliseconds, which chain_bounded needs
+        and no other scheduler takes."""
+        values = {
+            "pipeline": pipeline,
+            **_scheduler_control(scheduler, latency_bound_ms),
+            "updated_at": m.utcnow(),
+        }
+        with self._tx() as s:
+            s.execute(_upsert(s, m.PipelineControl, values, "pipeline"))
+            return _pipeline_control(s.get(m.PipelineControl, pipeline, populate_existing=True))
+
+    def clear_pipeline_control(self, pipeline: str) -> bool:
+        """Forget `pipeline`'s control; False if it had none."""
+        with self._tx() as s:
+            result = s.execute(
+                delete(m.PipelineControl).where(m.PipelineControl.pipeline == pipeline)
+            )
+            return bool(result.rowcount)
+
     # -- streams and relations as declared ------------------------------------------------
 
     def upsert_source(self, pipeline: str, stream: Mapping[str, Any] | StreamSpec) -> SourceRecord:
@@ -452,12 +494,7 @@ class Catalog:
             "updated_at": m.utcnow(),
         }
         with self._tx() as s:
-            insert = postgresql.insert if s.bind.dialect.name == "postgresql" else sqlite.insert
-            stmt = insert(m.CheckpointRow).values(values)
-            stmt = stmt.on_conflict_do_update(
-                index_elements=["key"], set_={k: v for k, v in values.items() if k != "key"}
-            )
-            s.execute(stmt)
+            s.execute(_upsert(s, m.CheckpointRow, values, "key"))
 
     def load_checkpoint(self, key: str) -> Checkpoint | None:
         with self._tx() as s:
@@ -539,6 +576,36 @@ def _qos(qos: Mapping[str, Sequence[float]]) -> dict[str, list[float]]:
     return out
 
 
+def _scheduler_control(scheduler: str | None, bound_ms: float | None) -> dict[str, Any]:
+    """A pipeline control's scheduler and latency bound, checked together."""
+    if scheduler is not None and scheduler not in SCHEDULERS:
+        raise CatalogInputError(f"unknown scheduler {scheduler!r} (known: {', '.join(SCHEDULERS)})")
+    if bound_ms is not None:
+        if (
+            isinstance(bound_ms, bool)
+            or not isinstance(bound_ms, int | float)
+            or not math.isfinite(bound_ms)
+            or bound_ms <= 0
+        ):
+            raise CatalogInputError(
+                f"latency_bound_ms must be a positive number of milliseconds, not {bound_ms!r}"
+            )
+        if scheduler != LATENCY_BOUNDED_SCHEDULER:
+            chosen = "none (the configuration's or the file's)" if scheduler is None else scheduler
+            raise CatalogInputError(
+                f"latency_bound_ms applies to scheduler {LATENCY_BOUNDED_SCHEDULER} only, "
+                f"but the scheduler is {chosen}"
+            )
+    elif scheduler == LATENCY_BOUNDED_SCHEDULER:
+        raise CatalogInputError(
+            f"scheduler {LATENCY_BOUNDED_SCHEDULER} needs latency_bound_ms (milliseconds > 0)"
+        )
+    return {
+        "scheduler": scheduler,
+        "latency_bound_ms": None if bound_ms is None else float(bound_ms),
+    }
+
+
 def _int64_or_none(what: str, value: int | None) -> int | None:
     if value is None:
         return None
@@ -582,6 +649,21 @@ def _relation_value(
         "op": op_text,
         "row": _json_value(f"row {index}", dict(row)),
     }
+
+
+# -- statements -----------------------------------------------------------------------------
+
+
+def _upsert(s: Session, model: type[m.Base], values: dict[str, Any], key: str) -> Any:
+    """Insert `values`, or update the row with the same primary `key` (atomically)."""
+    insert = postgresql.insert if s.bind.dialect.name == "postgresql" else sqlite.insert
+    return (
+        insert(model)
+        .values(values)
+        .on_conflict_do_update(
+            index_elements=[key], set_={k: v for k, v in values.items() if k != key}
+        )
+    )
 
 
 # -- ORM rows -> records --------------------------------------------------------------------
@@ -659,6 +741,11 @@ def _deployment(d: m.Deployment) -> DeploymentRecord:
     return DeploymentRecord(
         int(d.id), d.pipeline, d.spec_hash, d.revision, d.status, d.error, _aware(d.created_at)
     )
+
+
+def _pipeline_control(r: m.PipelineControl) -> PipelineControlRecord:
+    bound = None if r.latency_bound_ms is None else float(r.latency_bound_ms)
+    return PipelineControlRecord(r.pipeline, r.scheduler, bound, _aware(r.updated_at))
 
 
 def _adjustment(a: m.Adjustment) -> AdjustmentRecord:

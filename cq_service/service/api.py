@@ -18,6 +18,7 @@ from fastapi import Depends, FastAPI, Header, HTTPException, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from cq_service.catalog import CatalogInputError
 from cq_service.service import worker as w
 from cq_service.service.metrics import render_metrics
 
@@ -33,7 +34,9 @@ def make_app(worker: w.Worker) -> FastAPI:
             raise HTTPException(403, "changes are disabled: no token is configured (CQ_TOKEN)")
         given = (authorization or "").removeprefix("Bearer ").strip()
         if not authorization or not hmac.compare_digest(given, token):
-            raise HTTPException(401, "a valid bearer token is required", {"WWW-Authenticate": "Bearer"})
+            raise HTTPException(
+                401, "a valid bearer token is required", {"WWW-Authenticate": "Bearer"}
+            )
 
     def call(fn: Any) -> Any:
         try:
@@ -66,6 +69,41 @@ def make_app(worker: w.Worker) -> FastAPI:
     def explain(name: str) -> str:
         return call(lambda: w.explain_pipeline(worker, name))
 
+    @app.get("/pipelines/{name}/control")
+    def pipeline_control(name: str) -> dict[str, Any]:
+        return call(lambda: w.pipeline_control(worker, name))
+
+    @app.put("/pipelines/{name}/control", dependencies=[Depends(authorized)])
+    async def put_pipeline_control(name: str, request: Request) -> dict[str, Any]:
+        """Replace a deployment's control: {"scheduler": NAME or null, "latency_bound_ms": MS}
+        (a field left out is null; null scheduler: the configuration's or the file's)."""
+        return await _change_pipeline_control(name, request, merge=False)
+
+    @app.patch("/pipelines/{name}/control", dependencies=[Depends(authorized)])
+    async def patch_pipeline_control(name: str, request: Request) -> dict[str, Any]:
+        """Change the fields given of a deployment's control (a scheduler other than
+        chain_bounded drops the stored latency bound)."""
+        return await _change_pipeline_control(name, request, merge=True)
+
+    async def _change_pipeline_control(name: str, request: Request, merge: bool) -> dict[str, Any]:
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            raise HTTPException(
+                422, 'give a JSON object: {"scheduler": ..., "latency_bound_ms": ...}'
+            )
+        unknown = set(body) - {"scheduler", "latency_bound_ms"}
+        if unknown:
+            raise HTTPException(422, f"unknown control field(s): {', '.join(sorted(unknown))}")
+        try:
+            return await asyncio.to_thread(
+                call, lambda: w.set_pipeline_control(worker, name, body, merge=merge)
+            )
+        except CatalogInputError as e:
+            raise HTTPException(422, str(e)) from None
+
     @app.post("/pipelines", dependencies=[Depends(authorized)])
     async def deploy(request: Request) -> JSONResponse:
         """Deploy a pipeline now: a JSON body {"path": FILE} (a file the worker can read) or
@@ -80,7 +118,9 @@ def make_app(worker: w.Worker) -> FastAPI:
         elif path is None:
             raise HTTPException(422, 'give {"path": ...} or {"yaml": ...}')
         result = await asyncio.to_thread(worker.call, lambda: worker.deploy_file(path))
-        return JSONResponse(result.to_json(), status_code=422 if result.status == "rejected" else 200)
+        return JSONResponse(
+            result.to_json(), status_code=422 if result.status == "rejected" else 200
+        )
 
     @app.get("/queries")
     def queries() -> list[dict[str, Any]]:

@@ -15,8 +15,12 @@ Every setting (docs/service.md lists them):
 | reconcile_interval | CQ_RECONCILE_INTERVAL | 2.0 | seconds between scans of the pipelines folder |
 | queue_budget | CQ_QUEUE_BUDGET | 1000000 | queued elements above which sources pause |
 | batch_rows | CQ_BATCH_ROWS | 65536 | rows per source read |
-| policy | CQ_POLICY | round_robin | scheduling policy |
+| policy | CQ_POLICY | (none) | scheduler of every deployment; none: each pipeline's own |
 | kafka_bootstrap | CQ_KAFKA_BOOTSTRAP | (none) | default Kafka address for sources and sinks that give none |
+
+A deployment's scheduler: its control (`PUT /pipelines/{name}/control`, kept in the catalog),
+else `policy` if set, else the pipeline file's `resources.scheduler`. `policy` cannot be
+chain_bounded, whose latency bound belongs to each pipeline (its file or its control).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import yaml
 __all__ = ["DEFAULT_CATALOG", "ConfigError", "ServiceConfig", "load_config"]
 
 from cq_service.catalog.database import DEFAULT_SQLITE_PATH
+from cq_service.spec.model import LATENCY_BOUNDED_SCHEDULER, SCHEDULERS
 
 DEFAULT_CATALOG = f"sqlite:///{DEFAULT_SQLITE_PATH}"  # the catalog's own default
 
@@ -52,8 +57,20 @@ class ServiceConfig:
     reconcile_interval: float = 2.0
     queue_budget: int = 1_000_000
     batch_rows: int = 65_536
-    policy: str = "round_robin"
+    policy: str = ""  # "": each pipeline's own scheduler
     kafka_bootstrap: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.policy and self.policy not in SCHEDULERS:
+            raise ConfigError(
+                f"setting policy: unknown scheduler {self.policy!r} "
+                f"(known: {', '.join(SCHEDULERS)}; empty: each pipeline's own)"
+            )
+        if self.policy == LATENCY_BOUNDED_SCHEDULER:
+            raise ConfigError(
+                f"setting policy: {LATENCY_BOUNDED_SCHEDULER} needs a latency bound per "
+                "pipeline: give it in the pipeline file (resources) or its control instead"
+            )
 
 
 _ENV = {

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 __all__ = ["render_metrics"]
 
@@ -24,21 +24,37 @@ class _Snapshot:
             nbytes.add_metric([name], b)
         yield rows
         yield nbytes
-        srows = GaugeMetricFamily("cq_synopsis_rows", "Rows in an operator's synopses", labels=["operator"])
-        sbytes = GaugeMetricFamily("cq_synopsis_bytes", "Bytes in an operator's synopses", labels=["operator"])
+        srows = GaugeMetricFamily(
+            "cq_synopsis_rows", "Rows in an operator's synopses", labels=["operator"]
+        )
+        sbytes = GaugeMetricFamily(
+            "cq_synopsis_bytes", "Bytes in an operator's synopses", labels=["operator"]
+        )
         for name, (r, b) in d["synopses"].items():
             srows.add_metric([name], r)
             sbytes.add_metric([name], b)
         yield srows
         yield sbytes
         families = {
-            "elements": CounterMetricFamily("cq_source_elements", "Elements read", labels=["source"]),
-            "late": CounterMetricFamily("cq_source_late", "Late elements (dropped or dead-lettered)", labels=["source"]),
-            "malformed": CounterMetricFamily("cq_source_malformed", "Malformed records", labels=["source"]),
-            "dead_lettered": CounterMetricFamily("cq_dead_lettered", "Records sent to a dead-letter sink or topic", labels=["source"]),
+            "elements": CounterMetricFamily(
+                "cq_source_elements", "Elements read", labels=["source"]
+            ),
+            "late": CounterMetricFamily(
+                "cq_source_late", "Late elements (dropped or dead-lettered)", labels=["source"]
+            ),
+            "malformed": CounterMetricFamily(
+                "cq_source_malformed", "Malformed records", labels=["source"]
+            ),
+            "dead_lettered": CounterMetricFamily(
+                "cq_dead_lettered", "Records sent to a dead-letter sink or topic", labels=["source"]
+            ),
         }
-        lag = GaugeMetricFamily("cq_source_lag", "Records behind the end of the source", labels=["source"])
-        watermark = GaugeMetricFamily("cq_source_time", "The source's heartbeat (stream time)", labels=["source"])
+        lag = GaugeMetricFamily(
+            "cq_source_lag", "Records behind the end of the source", labels=["source"]
+        )
+        watermark = GaugeMetricFamily(
+            "cq_source_time", "The source's heartbeat (stream time)", labels=["source"]
+        )
         for key, s in d["sources"].items():
             for field, fam in families.items():
                 fam.add_metric([key], s[field])
@@ -52,14 +68,87 @@ class _Snapshot:
         for key, n in d["sinks"].items():
             sinks.add_metric([key], n)
         yield sinks
-        yield GaugeMetricFamily("cq_sources_paused", "1 while the queues are over budget", value=int(d["paused"]))
+        yield GaugeMetricFamily(
+            "cq_sources_paused", "1 while the queues are over budget", value=int(d["paused"])
+        )
         yield CounterMetricFamily("cq_checkpoints", "Checkpoints written", value=d["checkpoints"])
-        yield CounterMetricFamily("cq_adjustments", "Run-time adjustments logged", value=d["adjustments"])
-        deployments = CounterMetricFamily("cq_deployments", "Pipeline deployments", labels=["status"])
+        yield CounterMetricFamily(
+            "cq_adjustments", "Run-time adjustments logged", value=d["adjustments"]
+        )
+        deployments = CounterMetricFamily(
+            "cq_deployments", "Pipeline deployments", labels=["status"]
+        )
         for status, n in d["deployments"].items():
             deployments.add_metric([status], n)
         yield deployments
-        yield GaugeMetricFamily("cq_peak_bytes", "Peak bytes in queues and synopses", value=d["peak_bytes"])
+        yield GaugeMetricFamily(
+            "cq_peak_bytes", "Peak bytes in queues and synopses", value=d["peak_bytes"]
+        )
+        yield from _queued(d["queued"])
+        yield from _latency(d["latency"])
+        yield from _schedulers(d["schedulers"])
+
+
+def _queued(q: dict[str, float]) -> Iterator[Any]:
+    """Every queue together: now, at the peak, and averaged over time."""
+    for key, name, what in [
+        ("rows", "cq_queued_rows", "Elements waiting in all queues"),
+        ("bytes", "cq_queued_bytes", "Bytes waiting in all queues"),
+        ("peak_rows", "cq_queued_peak_rows", "Most elements ever waiting in all queues"),
+        ("peak_bytes", "cq_queued_peak_bytes", "Most bytes ever waiting in all queues"),
+        (
+            "average_rows",
+            "cq_queued_average_rows",
+            "Elements waiting in all queues, time-weighted average",
+        ),
+        (
+            "average_bytes",
+            "cq_queued_average_bytes",
+            "Bytes waiting in all queues, time-weighted average",
+        ),
+    ]:
+        yield GaugeMetricFamily(name, what, value=q[key])
+
+
+def _latency(latency: dict[tuple[str, str], dict[str, float]]) -> Iterator[Any]:
+    """Result latency per query: a summary (p50, p99, count, sum) and the largest."""
+    summary = Metric(
+        "cq_result_latency_seconds",
+        "Seconds from an input entering the engine to the results it made being written",
+        "summary",
+    )
+    largest = GaugeMetricFamily(
+        "cq_result_latency_max_seconds", "Largest result latency", labels=["pipeline", "query"]
+    )
+    for (pipeline, query), h in latency.items():
+        labels = {"pipeline": pipeline, "query": query}
+        for q, key in (("0.5", "p50"), ("0.99", "p99")):
+            summary.add_sample("cq_result_latency_seconds", {**labels, "quantile": q}, h[key])
+        summary.add_sample("cq_result_latency_seconds_count", labels, h["count"])
+        summary.add_sample("cq_result_latency_seconds_sum", labels, h["sum"])
+        largest.add_metric([pipeline, query], h["max"])
+    yield summary
+    yield largest
+
+
+def _schedulers(schedulers: dict[str, dict[str, Any]]) -> Iterator[Any]:
+    """Each running deployment's scheduler (an info gauge, always 1) and latency bound."""
+    info = GaugeMetricFamily(
+        "cq_pipeline_scheduler",
+        "The scheduler of a deployment, and where it was chosen (control, config, file)",
+        labels=["pipeline", "scheduler", "origin"],
+    )
+    bound = GaugeMetricFamily(
+        "cq_pipeline_latency_bound_seconds",
+        "The latency bound of a chain_bounded deployment",
+        labels=["pipeline"],
+    )
+    for pipeline, s in schedulers.items():
+        info.add_metric([pipeline, s["scheduler"], s["from"]], 1)
+        if s["latency_bound_ms"] is not None:
+            bound.add_metric([pipeline], s["latency_bound_ms"] / 1000)
+    yield info
+    yield bound
 
 
 def render_metrics(snapshot: dict[str, Any]) -> bytes:

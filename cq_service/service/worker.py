@@ -10,6 +10,11 @@ Deploying a pipeline diffs it query by query against what runs: a query whose pl
 sources are unchanged keeps running with its state; a changed one is replaced (the new version
 starts at the sources' current time); a removed one stops. An invalid pipeline is rejected with
 its errors recorded in the catalog, and the version already running keeps running.
+
+Each deployment has its own scheduling policy (`ByOwner`: deployments take turns, each picks
+its own operators). Its scheduler is its control in the catalog (set through the API), else the
+worker's `policy`, else the pipeline file's `resources`; a policy object is replaced only when
+that choice changes, so a redeploy keeps what Chain has learned.
 """
 
 from __future__ import annotations
@@ -29,20 +34,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from cq_service.catalog import Catalog
+from cq_service.catalog import Catalog, PipelineControlRecord
 from cq_service.catalog.spec_json import sink_json, stream_json
 from cq_service.compiler import CompiledPipeline, compile_pipeline
 from cq_service.cql import logical as L
 from cq_service.engine.build import SourceOptions
 from cq_service.engine.live import LiveEngine
 from cq_service.engine.operators.base import NEVER
+from cq_service.engine.scheduler import ByOwner, SchedulingPolicy
 from cq_service.engine.scheduler import policy as make_policy
 from cq_service.errors import CQError
 from cq_service.io import open_sink, open_source
 from cq_service.io.dead_letter import DeadLetterSink
 from cq_service.plan.planner import plan_queries
 from cq_service.plan.rewrite import simplify
-from cq_service.runner import DeadLetterRouter
+from cq_service.runner import DeadLetterRouter, scheduler_of
 from cq_service.service.checkpoint import (
     OffsetTracker,
     ResumeFilter,
@@ -53,9 +59,15 @@ from cq_service.service.checkpoint import (
 from cq_service.service.config import ServiceConfig
 from cq_service.service.results import ResultTee
 from cq_service.spec import load_pipeline
-from cq_service.spec.model import PipelineSpec, SinkSpec, StreamSpec
+from cq_service.spec.model import (
+    DEFAULT_SCHEDULER,
+    LATENCY_BOUNDED_SCHEDULER,
+    PipelineSpec,
+    SinkSpec,
+    StreamSpec,
+)
 
-__all__ = ["DeployResult", "Worker"]
+__all__ = ["DeployResult", "SchedulerChoice", "Worker"]
 
 log = logging.getLogger("cq.worker")
 T = TypeVar("T")
@@ -88,6 +100,27 @@ class _Query:
         return _hash_json(text)[:16]
 
 
+@dataclass(frozen=True)
+class SchedulerChoice:
+    """A deployment's scheduler, its latency bound (seconds; chain_bounded only) and where the
+    choice came from: ``control`` (the catalog), ``config`` (the worker's `policy`) or ``file``."""
+
+    name: str
+    latency_bound: float | None
+    origin: str
+
+    def same_policy(self, policy: SchedulingPolicy) -> bool:
+        return (policy.name, getattr(policy, "bound", None)) == (self.name, self.latency_bound)
+
+    def to_json(self) -> dict[str, Any]:
+        bound = self.latency_bound
+        return {
+            "scheduler": self.name,
+            "latency_bound_ms": None if bound is None else round(bound * 1000, 6),
+            "from": self.origin,
+        }
+
+
 @dataclass
 class DeployResult:
     pipeline: str
@@ -106,7 +139,10 @@ class Worker:
     def __init__(self, config: ServiceConfig, catalog: Catalog):
         self.config = config
         self.catalog = catalog
-        self.engine = LiveEngine(make_policy(config.policy), budget=config.batch_rows)
+        # Deployments take turns; each is scheduled by its own policy (`_apply_scheduler`).
+        self.scheduling = ByOwner(lambda: make_policy(config.policy or DEFAULT_SCHEDULER))
+        self.engine = LiveEngine(self.scheduling, budget=config.batch_rows)
+        self.schedulers: dict[str, SchedulerChoice] = {}  # running deployments' schedulers
         self.sources: dict[str, _Source] = {}
         self.queries: dict[str, _Query] = {}
         self.pipelines: dict[str, PipelineSpec] = {}  # running versions, by name
@@ -122,7 +158,9 @@ class Worker:
         # first reconcile, then forgotten.
         saved = catalog.load_checkpoint(config.name)
         self._restore: dict[str, dict[str, Any]] = dict(saved.queries or {}) if saved else {}
-        self._restore_offsets: dict[str, dict[str, int]] = dict(saved.offsets or {}) if saved else {}
+        self._restore_offsets: dict[str, dict[str, int]] = (
+            dict(saved.offsets or {}) if saved else {}
+        )
         self._checkpoint_due = 0.0
         self._reconcile_due = 0.0
         self.checkpoints = 0
@@ -305,6 +343,7 @@ class Worker:
             self.catalog.upsert_source(name, stream)  # `cq relation load` checks against these
         self._drop_unread_sources()
         self.pipelines[name] = spec
+        self._apply_scheduler(name, spec)
         if not (result.added or result.replaced or result.removed):
             result.status = "unchanged"
         spec_hash = _hash_text(Path(spec.path)) if spec_hash is None else spec_hash
@@ -312,7 +351,11 @@ class Worker:
         self.checkpoint()
         log.info(
             "deployed %s: added %s, replaced %s, removed %s, kept %s",
-            name, result.added, result.replaced, result.removed, result.kept,
+            name,
+            result.added,
+            result.replaced,
+            result.removed,
+            result.kept,
         )
         return result
 
@@ -323,6 +366,7 @@ class Worker:
             self.catalog.set_query_status(name, q.name, "stopped")
             result.removed.append(q.name)
         self.pipelines.pop(name, None)
+        self.schedulers.pop(name, None)  # its policy went with its operators (ByOwner.attach)
         self._drop_unread_sources()
         self.catalog.record_deployment(name, "", None, "removed")
         self.checkpoint()
@@ -334,6 +378,49 @@ class Worker:
         spec = self.pipelines.get(pipeline)
         if spec is not None:
             self.deploy(compile_pipeline(spec))
+
+    # -- scheduling -------------------------------------------------------------------------
+
+    def set_scheduler(
+        self, pipeline: str, scheduler: str | None, latency_bound_ms: float | None
+    ) -> PipelineControlRecord:
+        """Store a deployment's scheduler control (None: back to the configuration's or the
+        file's) and, if it runs, schedule it so from the next step on."""
+        record = self.catalog.set_pipeline_control(
+            pipeline, scheduler=scheduler, latency_bound_ms=latency_bound_ms
+        )
+        spec = self.pipelines.get(pipeline)
+        if spec is not None:
+            self._apply_scheduler(pipeline, spec)
+        return record
+
+    def scheduler_choice(self, pipeline: str, spec: PipelineSpec) -> SchedulerChoice:
+        """The deployment's control, else the worker's `policy`, else the file's resources."""
+        control = self.catalog.pipeline_control(pipeline)
+        if control is not None and control.scheduler is not None:
+            ms = control.latency_bound_ms
+            return SchedulerChoice(control.scheduler, None if ms is None else ms / 1000, "control")
+        if self.config.policy:
+            return SchedulerChoice(self.config.policy, None, "config")
+        name, bound = scheduler_of(spec)
+        return SchedulerChoice(name, bound, "file")
+
+    def _apply_scheduler(self, pipeline: str, spec: PipelineSpec) -> None:
+        """Schedule the deployment by its current choice; its policy object (and what it has
+        learned) is kept while the choice is the same."""
+        choice = self.scheduler_choice(pipeline, spec)
+        current = self.scheduling.policies.get(pipeline)
+        if current is None or not choice.same_policy(current):
+            self.scheduling.set(pipeline, make_policy(choice.name, choice.latency_bound))
+        previous = self.schedulers.get(pipeline)
+        self.schedulers[pipeline] = choice
+        if previous is not None and previous != choice:
+            self.catalog.log_adjustment(
+                pipeline, "scheduler", {"from": previous.to_json(), "to": choice.to_json()}
+            )
+            log.info("%s: scheduler %s (%s)", pipeline, choice.name, choice.origin)
+
+    # -- queries ----------------------------------------------------------------------------
 
     def _describe_query(self, spec: PipelineSpec, bq: Any, sink: SinkSpec) -> _Query:
         inputs = {**spec.streams, **spec.relations}
@@ -382,7 +469,11 @@ class Worker:
                 frontier = int(saved.get(q.key, {}).get("frontier", NEVER))
                 writers[s.query] = ResumeFilter(q.tee, frontier) if frontier != NEVER else q.tee
             used = self.engine.add_queries(
-                plan, source_keys, writers, None if gates is None else {k: int(v) for k, v in gates.items()}
+                plan,
+                source_keys,
+                writers,
+                None if gates is None else {k: int(v) for k, v in gates.items()},
+                owner=spec.name,
             )
             for i in members:
                 q = queries[i]
@@ -406,7 +497,11 @@ class Worker:
             reader = OffsetTracker(reader)
         dead = DeadLetterSink(_for_worker(spec.dead_letter))
         fields = [f.name for f in stream.schema]
-        source = L.Source(stream.name, tuple(L.Field(f.name, f.type, stream.name) for f in stream.schema), stream.is_relation)
+        source = L.Source(
+            stream.name,
+            tuple(L.Field(f.name, f.type, stream.name) for f in stream.schema),
+            stream.is_relation,
+        )
         self.engine.add_source(
             key,
             source,
@@ -445,8 +540,12 @@ class Worker:
             if not isinstance(s.reader, OffsetTracker):
                 continue
             cuts = [
-                query_cut(frontiers[q.key], q.horizons.get(key), q.gates.get(key, NEVER),
-                          key in q.relations)
+                query_cut(
+                    frontiers[q.key],
+                    q.horizons.get(key),
+                    q.gates.get(key, NEVER),
+                    key in q.relations,
+                )
                 for q in self.queries.values()
                 if key in q.source_keys.values()
             ]
@@ -532,7 +631,9 @@ def _git_revision(path: Path) -> str | None:
     try:
         out = subprocess.run(
             ["git", "-C", str(path.parent), "rev-parse", "HEAD"],
-            capture_output=True, text=True, timeout=5,
+            capture_output=True,
+            text=True,
+            timeout=5,
         )
     except (OSError, subprocess.SubprocessError):
         return None
@@ -543,7 +644,7 @@ def _git_revision(path: Path) -> str | None:
 
 
 def describe(worker: Worker) -> dict[str, Any]:
-    """Pipelines, their queries with status and counts, and rejected files."""
+    """Pipelines, their queries with status and counts, their schedulers, and rejected files."""
     records = {(r.pipeline, r.name): r for r in worker.catalog.queries()}
     pipelines: dict[str, Any] = {}
     for (pipeline, name), r in records.items():
@@ -555,10 +656,46 @@ def describe(worker: Worker) -> dict[str, Any]:
         name = worker.file_pipeline.get(path)
         entry = pipelines.setdefault(name or path, {"name": name or path, "queries": {}})
         entry["rejected"] = {"file": path, "errors": errors}
+    controls = {c.pipeline: c for c in worker.catalog.pipeline_controls()}
     for p in pipelines.values():
         deployments = worker.catalog.deployments(p["name"])
         p["last_deployment"] = _record_json(deployments[-1]) if deployments else None
+        choice = worker.schedulers.get(p["name"])
+        p["scheduling"] = None if choice is None else choice.to_json()
+        control = controls.get(p["name"])
+        p["control"] = None if control is None else _control_json(control)
     return {"pipelines": list(pipelines.values()), "paused": worker.paused}
+
+
+def pipeline_control(worker: Worker, pipeline: str) -> dict[str, Any]:
+    """A deployment's control as stored, and the scheduler it runs with (None: not running)."""
+    _check_known(worker, pipeline)
+    control = worker.catalog.pipeline_control(pipeline)
+    choice = worker.schedulers.get(pipeline)
+    empty = {"scheduler": None, "latency_bound_ms": None, "updated_at": None}
+    return {
+        "pipeline": pipeline,
+        **(empty if control is None else _control_json(control)),
+        "effective": None if choice is None else choice.to_json(),
+    }
+
+
+def set_pipeline_control(
+    worker: Worker, pipeline: str, fields: dict[str, Any], *, merge: bool
+) -> dict[str, Any]:
+    """Change a deployment's control: `fields` replace it (`merge`: only the fields given,
+    and a scheduler other than chain_bounded drops the stored bound)."""
+    _check_known(worker, pipeline)
+    scheduler = fields.get("scheduler")
+    bound = fields.get("latency_bound_ms")
+    stored = worker.catalog.pipeline_control(pipeline) if merge else None
+    if stored is not None:
+        if "scheduler" not in fields:
+            scheduler = stored.scheduler
+        if "latency_bound_ms" not in fields and scheduler == LATENCY_BOUNDED_SCHEDULER:
+            bound = stored.latency_bound_ms
+    worker.set_scheduler(pipeline, scheduler, bound)
+    return pipeline_control(worker, pipeline)
 
 
 def query_status(worker: Worker, pipeline: str, name: str, record: Any = None) -> dict[str, Any]:
@@ -581,7 +718,8 @@ def explain_pipeline(worker: Worker, pipeline: str) -> str:
     spec = worker.pipelines.get(pipeline)
     if spec is None:
         raise KeyError(pipeline)
-    return explain(compile_pipeline(spec).plan, worker.config.policy)
+    choice = worker.schedulers.get(pipeline) or worker.scheduler_choice(pipeline, spec)
+    return explain(compile_pipeline(spec).plan, choice.name)
 
 
 def subscribe(worker: Worker, pipeline: str, name: str) -> tuple[ResultTee, Any]:
@@ -607,6 +745,19 @@ def metrics_snapshot(worker: Worker) -> dict[str, Any]:
             "watermark": None if op.watermark == NEVER else int(op.watermark),
         }
     statuses = Counter(d.status for d in worker.catalog.deployments())
+    queued = ex.memory.queued
+    latency = {}
+    for key, sink in worker.engine.sinks.items():
+        q = worker.queries.get(key)
+        pipeline, name = (q.pipeline, q.name) if q is not None else key.split("/", 1)
+        h = sink.latency
+        latency[(pipeline, name)] = {
+            "count": h.count,
+            "sum": h.total,
+            "p50": h.quantile(0.5),
+            "p99": h.quantile(0.99),
+            "max": h.max,
+        }
     return {
         "queues": {q.name: (q.rows, q.bytes) for q in ex.queues},
         "synopses": {n: (u.rows, u.bytes) for n, u in ex.memory.synopses.items()},
@@ -617,6 +768,30 @@ def metrics_snapshot(worker: Worker) -> dict[str, Any]:
         "adjustments": len(worker.catalog.adjustments()),
         "deployments": {s: statuses[s] for s in ("applied", "rejected", "removed")},
         "peak_bytes": ex.memory.peak_total_bytes,
+        "queued": {
+            "rows": queued.rows,
+            "bytes": queued.bytes,
+            "peak_rows": queued.peak_rows,
+            "peak_bytes": queued.peak_bytes,
+            "average_rows": ex.memory.average_queue_rows,
+            "average_bytes": ex.memory.average_queue_bytes,
+        },
+        "latency": latency,
+        "schedulers": {name: c.to_json() for name, c in worker.schedulers.items()},
+    }
+
+
+def _check_known(worker: Worker, pipeline: str) -> None:
+    """A pipeline is known while it runs or while the catalog has its queries."""
+    if pipeline not in worker.pipelines and not worker.catalog.queries(pipeline):
+        raise KeyError(f"pipeline {pipeline}")
+
+
+def _control_json(control: PipelineControlRecord) -> dict[str, Any]:
+    return {
+        "scheduler": control.scheduler,
+        "latency_bound_ms": control.latency_bound_ms,
+        "updated_at": control.updated_at.isoformat(),
     }
 
 

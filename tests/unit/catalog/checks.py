@@ -17,6 +17,7 @@ TABLES = {
     "adjustments",
     "stats_snapshots",
     "checkpoints",
+    "pipeline_controls",
 }
 
 
@@ -139,6 +140,26 @@ def check_round_trip(catalog: Catalog) -> None:
     catalog.save_stats({"rows": 20})
     assert [s.data for s in catalog.stats()] == [{"rows": 10}, {"rows": 20}]
     assert [s.data for s in catalog.stats("web")] == [{"rows": 10}]
+
+    assert catalog.pipeline_control("web") is None
+    bounded = catalog.set_pipeline_control("web", scheduler="chain_bounded", latency_bound_ms=50)
+    assert (bounded.pipeline, bounded.scheduler, bounded.latency_bound_ms) == (
+        "web",
+        "chain_bounded",
+        50.0,
+    )
+    assert bounded.updated_at.tzinfo is not None
+    catalog.set_pipeline_control("aaa", scheduler="fifo")
+    replaced = catalog.set_pipeline_control("web", scheduler=None)  # back to the file's
+    assert (replaced.scheduler, replaced.latency_bound_ms) == (None, None)
+    assert catalog.pipeline_control("web") == replaced
+    assert [(c.pipeline, c.scheduler) for c in catalog.pipeline_controls()] == [
+        ("aaa", "fifo"),
+        ("web", None),
+    ]
+    assert catalog.clear_pipeline_control("aaa") is True
+    assert catalog.clear_pipeline_control("aaa") is False
+    assert catalog.pipeline_control("aaa") is None
 
     assert catalog.load_checkpoint("worker") is None
     catalog.save_checkpoint("worker", 10, {"S/topic": {0: 123}}, {"web/q": {"frontier": 10}})

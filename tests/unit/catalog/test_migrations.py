@@ -15,7 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from cq_service.catalog import Catalog, CatalogError
 from cq_service.catalog.database import MIGRATIONS, default_url, normalize_url
 from cq_service.catalog.models import Base
-from tests.unit.catalog.checks import check_migrations_up_down_up
+from tests.unit.catalog.checks import TABLES, check_migrations_up_down_up, tables
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -45,9 +45,38 @@ def test_indexes_and_constraints_exist(catalog: Catalog):
 
 def test_a_step_down_and_an_unknown_revision(catalog: Catalog):
     catalog.downgrade("-1")
+    assert catalog.revision() == "0001"
+    catalog.downgrade("-1")
     assert catalog.revision() is None
     with pytest.raises(CatalogError, match=r"cannot upgrade .* to 'nope'"):
         catalog.upgrade("nope")
+
+
+def test_0002_adds_pipeline_controls_and_keeps_the_data(make_catalog):
+    catalog = make_catalog(migrate=False)
+    catalog.upgrade("0001")
+    assert "pipeline_controls" not in tables(catalog)
+    catalog.upsert_query("p", "q", "SELECT * FROM S", None, 2.0, "h", "running")
+    catalog.upgrade("0002")
+    assert tables(catalog) == TABLES
+    assert catalog.query("p", "q").weight == 2.0
+    catalog.set_pipeline_control("p", scheduler="chain_bounded", latency_bound_ms=50)
+    catalog.downgrade("0001")
+    assert tables(catalog) == TABLES - {"pipeline_controls"}
+    assert catalog.query("p", "q").weight == 2.0  # only the new table went
+    catalog.upgrade()
+    assert catalog.pipeline_control("p") is None
+
+
+def test_the_bound_check_holds_past_the_repository(catalog: Catalog):
+    with (
+        pytest.raises(IntegrityError, match="ck_pipeline_controls_latency_bound_ms"),
+        catalog.engine.begin() as c,
+    ):
+        c.exec_driver_sql(
+            "INSERT INTO pipeline_controls (pipeline, scheduler, latency_bound_ms, updated_at)"
+            " VALUES ('p', 'chain_bounded', 0, '2025-01-01')"
+        )
 
 
 def test_the_migrations_folder_is_found_from_the_package():

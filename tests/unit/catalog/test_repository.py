@@ -89,6 +89,41 @@ def test_bad_requests_are_input_errors(catalog: Catalog, call, message: str):
         call(catalog)
 
 
+def test_a_pipeline_control_survives_redeploys_and_query_removal(catalog: Catalog):
+    _deploy(catalog, 1.0)
+    catalog.set_pipeline_control("p", scheduler="fifo")
+    _deploy(catalog, 2.0, "h2")
+    catalog.remove_query("p", "q")
+    assert catalog.pipeline_control("p").scheduler == "fifo"
+
+
+def test_a_pipeline_control_is_replaced_whole(catalog: Catalog):
+    catalog.set_pipeline_control("p", scheduler="chain_bounded", latency_bound_ms=0.5)
+    again = catalog.set_pipeline_control("p", scheduler="greedy")
+    assert (again.scheduler, again.latency_bound_ms) == ("greedy", None)
+    assert len(catalog.pipeline_controls()) == 1
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "bound", "message"),
+    [
+        ("lifo", None, r"unknown scheduler 'lifo' \(known: fifo, round_robin"),
+        ("chain", 50, "latency_bound_ms applies to scheduler chain_bounded only"),
+        (None, 50, "but the scheduler is none"),
+        ("chain_bounded", None, "chain_bounded needs latency_bound_ms"),
+        ("chain_bounded", 0, "latency_bound_ms must be a positive number"),
+        ("chain_bounded", math.inf, "latency_bound_ms must be a positive number"),
+        ("chain_bounded", "50", "latency_bound_ms must be a positive number"),
+        ("chain_bounded", True, "latency_bound_ms must be a positive number"),
+    ],
+)
+def test_a_bad_pipeline_control_is_an_input_error(catalog: Catalog, scheduler, bound, message):
+    catalog.set_pipeline_control("p", scheduler="fifo")
+    with pytest.raises(CatalogInputError, match=message):
+        catalog.set_pipeline_control("p", scheduler=scheduler, latency_bound_ms=bound)
+    assert catalog.pipeline_control("p").scheduler == "fifo"  # unchanged
+
+
 def test_qos_must_be_ranges(catalog: Catalog):
     _deploy(catalog, 1.0)
     for bad in ({"w": [3, 1]}, {"w": [1]}, {"w": "1-2"}, {"w": [1, True]}):
