@@ -10,7 +10,7 @@ monitor records total queue memory after each step.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -21,27 +21,14 @@ from cq_service.cql.logical import Source
 from cq_service.engine.build import SourceOptions, build_executor
 from cq_service.engine.latency import LatencyHistogram
 from cq_service.engine.scheduler import policy as make_policy
-from cq_service.io import open_source
+from cq_service.io import open_sink, open_source
+from cq_service.io.base import RawChunk
 
 __all__ = ["Arrivals", "Run", "run_shape"]
 
 HEARTBEAT_US = 5_000  # a quiet stream says "nothing before now" this often
 POLL_S = 0.002  # a source is read when its oldest unread element has waited this long ...
 NETWORK_BATCH = 512  # ... or this many elements are waiting (as a Kafka consumer polls)
-
-
-@dataclass
-class _Chunk:
-    columns: tuple[pa.Array, ...]
-    ts: np.ndarray
-    ops: np.ndarray
-    record: np.ndarray
-    arrived: float
-    dead: list = field(default_factory=list)
-    heartbeat: int | None = None
-
-    def __len__(self) -> int:
-        return len(self.ts)
 
 
 @dataclass
@@ -75,16 +62,15 @@ class _ArrivalReader:
     def done(self) -> bool:
         return self.pos >= len(self.a.at)
 
-    def read(self) -> _Chunk | None:
+    def read(self) -> RawChunk | None:
         if self.done():
             return None
         end = int(np.searchsorted(self.a.at, self.clock[1] - self.clock[0], side="right"))
         start, self.pos = self.pos, max(end, self.pos)
-        cols = tuple(c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c
-                     for c in self.a.table.slice(start, self.pos - start).columns)
+        cols = tuple(c.combine_chunks() for c in self.a.table.slice(start, self.pos - start).columns)
         n = self.pos - start
         hb, self.heartbeat = self.heartbeat, None
-        return _Chunk(
+        return RawChunk(
             cols,
             self.a.ts[start:self.pos],
             np.ones(n, dtype=np.int8),
@@ -92,20 +78,6 @@ class _ArrivalReader:
             arrived=self.clock[0] + float(self.a.at[start]) if n else time.perf_counter(),
             heartbeat=hb if n == 0 else None,
         )
-
-    def close(self) -> None:
-        pass
-
-
-class _Count:
-    def __init__(self) -> None:
-        self.rows = 0
-
-    def write(self, ts, ops, columns) -> None:
-        self.rows += len(ts)
-
-    def flush(self) -> None:
-        pass
 
     def close(self) -> None:
         pass
@@ -143,7 +115,7 @@ def run_shape(
             options[node.op.name] = SourceOptions(node.op.is_relation)
             if node.op.name not in readers:  # stored relations: read from their files
                 readers[node.op.name] = open_source(spec.relations[node.op.name], spec.time_unit)
-    writers = {s.query: _Count() for s in compiled.plan.sinks}
+    writers = {s.query: open_sink(s.sink, list(s.columns), s.types) for s in compiled.plan.sinks}
     ex = build_executor(
         compiled.plan, readers=readers, writers=writers, options=options,
         policy=make_policy(policy, bound), budget=budget,
@@ -151,10 +123,9 @@ def run_shape(
     for src in ex.sources:  # relations are loaded before the first arrival
         while src.name not in arriving and not src.exhausted:
             ex.step(src)
-    ex.memory.trace = []
     sources = [(s, arriving[s.name]) for s in ex.sources if s.name in arriving]
     clock[0] = clock[1] = time.perf_counter()
-    ex.memory._start = clock[0]
+    ex.memory.restart(trace=True)
     while True:
         clock[1] = time.perf_counter()
         now_us = int((clock[1] - clock[0]) * 1e6)
@@ -186,5 +157,5 @@ def run_shape(
     return Run(
         policy if bound is None else f"{policy}({bound * 1e3:g} ms)",
         seconds, m.trace, m.queued.peak_bytes, m.average_queue_bytes, m.queued.peak_rows,
-        latency, sum(w.rows for w in writers.values()), ex.steps,
+        latency, sum(sink.written for sink in ex.sinks), ex.steps,
     )

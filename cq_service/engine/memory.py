@@ -3,7 +3,8 @@
 Queue memory (the elements waiting between operators: what scheduling decides) is tracked
 apart from synopses (operator state: what windows and budgets decide). Averages are over
 wall-clock time, so a burst weighs as long as it lasts. `trace`, when a list, receives
-(seconds since start, queue rows, queue bytes) after every step, for benchmark charts.
+(seconds since start, queue rows, queue bytes) after every step, for benchmark charts
+(`restart(trace=True)`).
 """
 
 from __future__ import annotations
@@ -71,6 +72,14 @@ class MemoryMonitor:
         self.peak_total_bytes = max(self.peak_total_bytes, self._synopsis_bytes + q_bytes)
         if self.trace is not None:
             self.trace.append((now, q_rows, q_bytes))
+
+    def restart(self, trace: bool = False) -> None:
+        """Measure from now: averages, peaks of the queues and (if `trace`) a new trace."""
+        self._start = time.perf_counter()
+        self._last = self._row_seconds = self._byte_seconds = 0.0
+        self.queued = Usage()
+        self.trace = [] if trace else None
+        self.sample()
 
     def carry_over(self, old: MemoryMonitor) -> None:
         """Keep `old`'s peaks, averages and trace (the plan changed under a running engine)."""

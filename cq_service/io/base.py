@@ -123,7 +123,10 @@ class RawChunk:
 
     Live sources (Kafka) may also give `partition` (int32, the partition of each element; its
     `record` is then the offset in that partition) and `heartbeat`: no element read later has
-    a timestamp at or below it. A live source with nothing new returns an empty chunk, not None."""
+    a timestamp at or below it. A live source with nothing new returns an empty chunk, not None.
+    `arrived` (``time.perf_counter()`` seconds), when a reader knows it, is when the chunk's first
+    element reached us; the engine stamps the elements with it (else with the time it reads
+    them), and measures latencies from it."""
 
     columns: tuple[pa.Array, ...]
     ts: np.ndarray
@@ -132,6 +135,7 @@ class RawChunk:
     dead: list[DeadRecord] = field(default_factory=list)
     partition: np.ndarray | None = None
     heartbeat: int | None = None
+    arrived: float | None = None
 
     def __len__(self) -> int:
         return len(self.ts)

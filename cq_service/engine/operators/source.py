@@ -90,7 +90,7 @@ class SourceOperator(Operator):
         if self.exhausted:
             return 0
         chunk = self.reader.read()
-        # Stamp: when the chunk arrived (a reader that knows it says so), else now.
+        # Stamp: when the chunk arrived (RawChunk.arrived, when the reader knows), else now.
         self.stamp = getattr(chunk, "arrived", None) or time.perf_counter()
         if chunk is None:
             self.exhausted = True
