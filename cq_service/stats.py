@@ -67,9 +67,7 @@ def _priorities(report: RunReport) -> list[str]:
         return []
     st = policy.statistics
     lines = [f"{'scheduler statistics':<44} {'σ (bytes)':>10} {'µs/KiB':>10} {'priority':>10}"]
-    for op in report.executor.operators:
-        if op.name in {s.name for s in report.executor.sources}:
-            continue
+    for op in report.executor.downstream:
         label = f"{op.name} {op.describe()}"[:44]
         lines.append(
             f"{label:<44} {st.selectivity(op):>10.4f} {st.cost(op) * 1024 * 1e6:>10.3f} "

@@ -103,16 +103,16 @@ class Queue:
             self._release()
         return item
 
-    def _peek(self, reader: int) -> Item | None:
-        k = self._cursors[reader] - self._base
+    def _peek(self, reader: QueueReader) -> Item | None:
+        k = self._cursors[reader.index] - self._base
         return self._items[k] if k < len(self._items) else None
 
-    def _head_stamp(self, reader: int) -> float | None:
-        k = self._cursors[reader] - self._base
+    def _head_stamp(self, reader: QueueReader) -> float | None:
+        k = self._cursors[reader.index] - self._base
         return self._stamps[k] if k < len(self._items) else None
 
-    def _pending(self, reader: int) -> int:
-        return self._base + len(self._items) - self._cursors[reader]
+    def _pending(self, reader: QueueReader) -> int:
+        return self._base + len(self._items) - self._cursors[reader.index]
 
     def _release(self) -> None:
         low = min(self._cursors)  # detached readers never hold anything back
@@ -146,12 +146,12 @@ class QueueReader:
 
     def peek(self) -> Item | None:
         """The next item, without reading it."""
-        return self.queue._peek(self.index)
+        return self.queue._peek(self)
 
     def head_stamp(self) -> float | None:
         """The stamp of the next item (None when nothing is pending)."""
-        return self.queue._head_stamp(self.index)
+        return self.queue._head_stamp(self)
 
     def pending(self) -> int:
         """Items not yet read by this reader."""
-        return self.queue._pending(self.index)
+        return self.queue._pending(self)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 
 from cq_service.engine.operators.base import Operator
-from cq_service.engine.scheduler.fifo import oldest
+from cq_service.engine.scheduler.fifo import oldest_with_stamp
 from cq_service.engine.scheduler.priority import PriorityPolicy
 from cq_service.engine.scheduler.progress import ProgressChart, chain_priorities
 from cq_service.engine.scheduler.statistics import OperatorStatistics
@@ -62,7 +62,7 @@ class ChainBounded(Chain):
     def highest(
         self, candidates: list[Operator], lent: dict[int, float] | None = None
     ) -> Operator | None:
-        first = oldest(candidates, self._order)
-        if first is not None and time.perf_counter() - (first.head_stamp() or 0.0) > self.bound:
+        first, stamp = oldest_with_stamp(candidates, self._order)
+        if first is not None and time.perf_counter() - stamp > self.bound:
             return first
         return super().highest(candidates, lent)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from cq_service.engine.operators.base import Operator
 from cq_service.engine.scheduler.base import fallback, ready
 
-__all__ = ["Fifo", "oldest"]
+__all__ = ["Fifo", "oldest", "oldest_with_stamp"]
 
 
 class Fifo:
@@ -28,6 +28,13 @@ class Fifo:
 
 def oldest(candidates: list[Operator], order: dict[int, int]) -> Operator | None:
     """The candidate whose next input is oldest; ties go to the latest in plan `order`."""
+    return oldest_with_stamp(candidates, order)[0]
+
+
+def oldest_with_stamp(
+    candidates: list[Operator], order: dict[int, int]
+) -> tuple[Operator | None, float]:
+    """`oldest`, with the stamp of its next input (infinity when there is none)."""
     best: Operator | None = None
     key: tuple[float, int] | None = None
     for op in candidates:
@@ -35,4 +42,4 @@ def oldest(candidates: list[Operator], order: dict[int, int]) -> Operator | None
         k = (stamp if stamp is not None else float("inf"), -order.get(id(op), 0))
         if key is None or k < key:
             best, key = op, k
-    return best
+    return best, key[0] if key is not None else float("inf")

@@ -34,6 +34,7 @@ class Estimate:
 class OperatorStatistics:
     def __init__(self) -> None:
         self.estimates: dict[int, Estimate] = {}
+        self._median_cost: float | None = None  # of the measured costs; None: to recompute
 
     def refresh(self, operators: list[Operator]) -> bool:
         """Close the current window; True if an estimate drifted by more than `DRIFT`."""
@@ -59,11 +60,13 @@ class OperatorStatistics:
                 drifted |= _changed(e.selectivity, new_sel) or _changed(e.cost, new_cost)
                 e.selectivity, e.cost = new_sel, new_cost
                 e.bytes_in, e.bytes_out, e.seconds = b_in, b_out, secs
+                self._median_cost = None
         return drifted
 
     def forget(self, keep: list[Operator]) -> None:
         ids = {id(op) for op in keep}
         self.estimates = {k: v for k, v in self.estimates.items() if k in ids}
+        self._median_cost = None
 
     def selectivity(self, op: Operator) -> float:
         e = self.estimates.get(id(op))
@@ -73,14 +76,17 @@ class OperatorStatistics:
         e = self.estimates.get(id(op))
         if e is not None and e.cost > 0:
             return e.cost
-        known = sorted(x.cost for x in self.estimates.values() if x.cost > 0)
-        return known[len(known) // 2] if known else DEFAULT_COST
+        if self._median_cost is None:
+            known = sorted(x.cost for x in self.estimates.values() if x.cost > 0)
+            self._median_cost = known[len(known) // 2] if known else DEFAULT_COST
+        return self._median_cost
 
     def set(self, op: Operator, selectivity: float, cost: float) -> None:
         """Fix an operator's figures (tests, and statistics loaded from elsewhere)."""
         e = self.estimates.setdefault(id(op), Estimate())
         e.selectivity, e.cost = selectivity, cost
         e.bytes_in, e.bytes_out, e.seconds = op.bytes_in, op.bytes_out, op.busy_seconds
+        self._median_cost = None
 
 
 def _changed(old: float, new: float) -> bool:
