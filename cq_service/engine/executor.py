@@ -58,9 +58,12 @@ class Executor:
 
     def step(self, op: Operator) -> None:
         """Run `op` for one budget, timing it (the priority policies learn costs from it)."""
+        read = op.bytes_in
         start = time.perf_counter()
         op.run(self.budget)
-        op.busy_seconds += time.perf_counter() - start
+        seconds = time.perf_counter() - start
+        op.busy_seconds += seconds
+        op.run_cost.add(op.bytes_in - read, seconds)
         self.steps += 1
         self.memory.sample(op)
 

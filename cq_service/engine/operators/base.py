@@ -18,6 +18,7 @@ import numpy as np
 
 from cq_service.engine.batch import EMPTY_TICKS, Batch, merge_ticks
 from cq_service.engine.queues import Heartbeat, Queue, QueueReader
+from cq_service.engine.run_cost import RunCost
 from cq_service.types import DataType
 
 __all__ = ["MultiInputOperator", "Operator", "UnaryOperator"]
@@ -40,6 +41,7 @@ class Operator(ABC):
         self.out_types: list[DataType] = []  # set by the builder
         self.stamp = 0.0  # stamp of the input item being processed; outputs inherit it
         self.busy_seconds = 0.0  # time spent in `run` (the executor measures it)
+        self.run_cost = RunCost()  # fixed and per-byte cost of a run (the executor fits it)
         self.owner = ""  # the deployment whose queries use it (a live engine sets it)
 
     # -- executor-facing ----------------------------------------------------------------------
@@ -78,6 +80,10 @@ class Operator(ABC):
             if s is not None and (oldest is None or s < oldest):
                 oldest = s
         return oldest
+
+    def pending_bytes(self) -> int:
+        """Bytes of the batches waiting for this operator on all its inputs."""
+        return sum(r.pending_bytes() for r in self.inputs)
 
     def blocked(self) -> bool:
         """True when running would only buffer input without producing anything (an
@@ -150,6 +156,10 @@ class MultiInputOperator(Operator):
 
     def buffered_rows(self) -> int:
         return sum(len(b) for buf in self._buffers for b in buf)
+
+    def pending_bytes(self) -> int:
+        """Bytes of the batches waiting for this operator on all its inputs."""
+        return sum(r.pending_bytes() for r in self.inputs)
 
     def blocked(self) -> bool:
         """Reading now would release nothing: some input's time (its heartbeat so far, or

@@ -6,6 +6,18 @@ segment of the chart's lower envelope, and an operator on several paths (a share
 largest of its slopes. A join's statistics are over both inputs together, which is the
 λ-weighted average of the brief. Within one path Chain's memory is within one unit of the best
 possible schedule's at every instant when every selectivity is at most 1.
+
+Two adaptations to an engine that shares queues and runs batches (ours, not the paper's):
+
+- A queue read by several operators frees a byte only once every reader has read it. Its
+  readers are one step of every path through them: the step costs all their costs, and the
+  outputs of the other readers stay in memory for the rest of the path. They all get the
+  highest of their priorities, so they move together (ties go to the oldest input).
+- A run costs a fixed part plus a part per byte (engine/run_cost.py). Running an operator on
+  a small batch spends the fixed part for little progress, so its priority at the moment is its
+  slope times the share of the run that is per-byte work. An operator with a large fixed cost
+  (a join) waits for a batch worth running while others work, instead of taking the engine's
+  time in small runs.
 """
 
 from __future__ import annotations
@@ -24,26 +36,52 @@ __all__ = ["Chain", "ChainBounded"]
 class Chain(PriorityPolicy):
     name = "chain"
 
+    def attach(self, operators: list[Operator]) -> None:
+        readers: dict[int, list[Operator]] = {}
+        for op in operators:
+            for r in op.inputs:
+                readers.setdefault(id(r.queue), []).append(op)
+        # the readers of a shared queue, for each of them (an operator alone is not here)
+        self._shared = {
+            id(op): group for group in readers.values() if len(group) > 1 for op in group
+        }
+        super().attach(operators)
+
     def priorities(self, paths: list[list[Operator]]) -> dict[int, float]:
         out: dict[int, float] = {}
         for path in paths:
             for op, p in zip(path, chain_priorities(self.chart(path)), strict=True):
                 out[id(op)] = max(out.get(id(op), p), p)
+        for group in {id(g): g for g in self._shared.values()}.values():
+            top = max(out.get(id(op), 0.0) for op in group)
+            for op in group:
+                out[id(op)] = top
         return out
 
     def chart(self, path: list[Operator]) -> ProgressChart:
         """The path's progress chart in seconds and bytes per input byte."""
+        stats = self.statistics
         t, s = 0.0, 1.0
+        held = 0.0  # bytes written by the other readers of shared queues on the path
         points = [(t, s)]
         for k, op in enumerate(path):
-            step = self.statistics.cost(op) * s
+            group = self._shared.get(id(op), (op,))
+            step = sum(stats.cost(g) for g in group) * s
             t = t + max(step, t * 1e-12, 1e-300)  # strictly increasing, even in floats
             last = k == len(path) - 1 or self.terminal(op)
-            s = 0.0 if last else s * self.statistics.selectivity(op)
-            points.append((t, s))
+            held += s * sum(stats.selectivity(g) for g in group if g is not op)
+            s = 0.0 if last else s * stats.selectivity(op)
+            points.append((t, s + held))
             if last:
                 break
         return ProgressChart(tuple(points))
+
+    def now(self, op: Operator, priority: float) -> float:
+        fixed = self.statistics.fixed(op)
+        if fixed <= 0.0 or priority <= 0.0:
+            return priority
+        work = self.statistics.cost(op) * op.pending_bytes()
+        return priority * work / (fixed + work)
 
 
 class ChainBounded(Chain):

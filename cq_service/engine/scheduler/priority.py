@@ -97,6 +97,7 @@ class PriorityPolicy(ABC):
             prio = self.priority.get(id(op), 0.0)
             if lent:
                 prio = max(prio, lent.get(id(op), prio))
+            prio = self.now(op, prio)
             k = (
                 -prio,
                 stamp if stamp is not None else float("inf"),
@@ -105,6 +106,11 @@ class PriorityPolicy(ABC):
             if key is None or k < key:
                 best, key = op, k
         return best
+
+    def now(self, op: Operator, priority: float) -> float:
+        """`op`'s priority for running it now, on what is waiting for it (by default its
+        static priority)."""
+        return priority
 
     def terminal(self, op: Operator) -> bool:
         """The end of a path: what it writes leaves the engine (σ = 0 on the chart)."""

@@ -260,3 +260,95 @@ def test_deployments_take_turns_each_with_its_own_policy():
     assert picked == ["a", "b", "a", "b"]
     p.attach(ops_a)  # deployment b removed: its policy goes too
     assert set(p.policies) == {"a"}
+
+
+# -- shared queues and batches --------------------------------------------------------------
+
+
+def shared_pair():
+    """src -> a; a's output read by `cheap` (fast, very selective) and `dear` (slow, keeps
+    everything), each ending in a sink."""
+    src, shared = Queue("src"), Queue("shared")
+    a = Select("a", [src.reader()], shared, TRUE)
+    cheap = Select("cheap", [shared.reader()], Queue("c"), TRUE)
+    dear = Select("dear", [shared.reader()], Queue("d"), TRUE)
+    ends = [SinkOperator(f"{op.name}.sink", [op.output.reader()], Discard(), True, False)
+            for op in (cheap, dear)]
+    for op in (a, cheap, dear, *ends):
+        op.out_types = [INT]
+    return src, shared, [a, cheap, dear, *ends]
+
+
+def test_readers_of_a_shared_queue_move_together():
+    """Running `cheap` alone frees nothing of the shared queue while `dear` has not read it:
+    the readers are one step of each path, with one priority."""
+    _, shared, ops = shared_pair()
+    a, cheap, dear = ops[:3]
+    p = Chain()
+    fix(p, ops, [(1.0, 1.0), (0.01, 0.01), (1.0, 10.0), (0.0, 1.0), (0.0, 1.0)])
+    assert p.priority_of(cheap) == p.priority_of(dear)
+    # the step costs both readers, and `dear`'s output stays on `cheap`'s path
+    chart = p.chart([a, cheap, ops[3]])
+    assert chart.points[2] == pytest.approx((1.0 + 10.01, 0.01 + 1.0))
+    assert chart.points[3][1] == pytest.approx(1.0)
+    shared.push(batch(), stamp=1.0)
+    cheap.run(10)  # cheap is ahead; the batch is still held for dear
+    assert shared.rows == 1
+    assert p.choose([cheap, dear]) is dear
+
+
+def test_chain_defers_a_small_batch_when_the_fixed_cost_of_a_run_dominates():
+    """Two single-operator queries of equal slope: o1 holds a small batch and costs a lot per
+    run whatever it reads; the other holds a batch worth running and goes first, though
+    younger."""
+    head_a, ops_a = chain_of(1)
+    head_b, ops_b = chain_of(1)
+    p = Chain()
+    fix(p, ops_a + ops_b, [(0.5, 1e-8), (0.0, 1.0), (0.5, 1e-8), (0.0, 1.0)])
+    p.statistics.estimates[id(ops_a[0])].fixed = 1e-3  # a run costs 1 ms ...
+    small, big = batch(), make_batch([INT], [(1, (k,)) for k in range(10_000)])
+    head_a.push(small, stamp=1.0)
+    head_b.push(big, stamp=2.0)
+    assert p.now(ops_a[0], 1.0) < 0.01  # ... for ~10 ns of work on 8 bytes
+    assert p.choose(ops_a + ops_b) is ops_b[0]
+    p.statistics.estimates[id(ops_a[0])].fixed = 0.0
+    assert p.choose(ops_a + ops_b) is ops_a[0]  # without it: the oldest input first
+
+
+def test_queues_count_the_bytes_each_reader_has_not_read():
+    q = Queue("q")
+    r1, r2 = q.reader(), q.reader()
+    b = batch()
+    q.push(b, stamp=1.0)
+    q.push(Heartbeat(1), stamp=1.0)
+    q.push(b, stamp=2.0)
+    assert r1.pending_bytes() == r2.pending_bytes() == 2 * b.nbytes()
+    r1.get()
+    assert r1.pending_bytes() == b.nbytes() and r2.pending_bytes() == 2 * b.nbytes()
+
+
+def test_the_executor_fits_fixed_and_per_byte_costs_of_runs():
+    from cq_service.engine.run_cost import RunCost
+
+    c = RunCost()
+    for _ in range(3):
+        for b in (0, 1_000, 100_000):
+            c.add(b, 2e-5 + 1e-9 * b)
+    assert c.fit() == pytest.approx((2e-5, 1e-9))
+    same = RunCost()
+    for _ in range(10):
+        same.add(500, 1e-3)  # one batch size: the parts cannot be told apart
+    assert same.fit() == pytest.approx((0.0, 2e-6))
+    assert RunCost().fit() == (0.0, 0.0)  # nothing seen yet
+
+
+def test_each_step_adds_a_run_to_the_operators_cost_fit():
+    from cq_service.engine.executor import Executor
+
+    head, ops = chain_of(1)
+    ex = Executor(ops, [head, ops[0].output])
+    for k in range(10):
+        head.push(batch(k), stamp=float(k))
+        ex.step(ops[0])
+    assert ops[0].run_cost.runs == 10 and ops[0].run_cost.fitted
+    assert ops[0].run_cost.fit()[1] > 0  # it read bytes, and that took time
