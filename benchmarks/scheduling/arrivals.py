@@ -17,13 +17,15 @@ def on_off_arrivals(
     mean_rate: float,
     *,
     flow_rate: float,
+    min_duration: float | None = None,
     alpha: float = 1.3,
     seed: int = 1,
 ) -> np.ndarray:
     """Sorted arrival times (seconds from 0) of `n` elements whose long-run rate is
-    `mean_rate` per second; each flow sends `flow_rate` elements per second while on."""
+    `mean_rate` per second; each flow sends `flow_rate` elements per second while on, for at
+    least `min_duration` seconds (the Pareto scale k; default: one element's time)."""
     rng = np.random.default_rng(seed)
-    k = 1.0 / flow_rate  # the shortest flow sends one element
+    k = min_duration if min_duration is not None else 1.0 / flow_rate
     mean_duration = alpha * k / (alpha - 1)
     flows_per_second = mean_rate / (flow_rate * mean_duration)
     times: list[np.ndarray] = []

@@ -28,7 +28,8 @@ __all__ = ["Arrivals", "Run", "run_shape"]
 
 HEARTBEAT_US = 5_000  # a quiet stream says "nothing before now" this often
 POLL_S = 0.002  # a source is read when its oldest unread element has waited this long ...
-NETWORK_BATCH = 512  # ... or this many elements are waiting (as a Kafka consumer polls)
+NETWORK_BATCH = 512  # ... or this many elements are waiting; a poll returns at most this many
+# (as a Kafka consumer polls, max.poll.records), and a source takes every poll that is due
 
 
 @dataclass
@@ -66,6 +67,7 @@ class _ArrivalReader:
         if self.done():
             return None
         end = int(np.searchsorted(self.a.at, self.clock[1] - self.clock[0], side="right"))
+        end = min(end, self.pos + NETWORK_BATCH)  # one poll returns at most a network batch
         start, self.pos = self.pos, max(end, self.pos)
         cols = tuple(c.combine_chunks() for c in self.a.table.slice(start, self.pos - start).columns)
         n = self.pos - start
@@ -94,6 +96,7 @@ class Run:
     latency: LatencyHistogram
     results: int
     steps: int
+    utilisation: float  # fraction of the run's wall-clock time spent doing work, not waiting
 
 
 def run_shape(
@@ -126,12 +129,18 @@ def run_shape(
     sources = [(s, arriving[s.name]) for s in ex.sources if s.name in arriving]
     clock[0] = clock[1] = time.perf_counter()
     ex.memory.restart(trace=True)
+    idle = 0.0  # time in loop turns that found nothing to do
     while True:
-        clock[1] = time.perf_counter()
+        clock[1] = turn = time.perf_counter()
         now_us = int((clock[1] - clock[0]) * 1e6)
+        worked = False
         for src, reader in sources:
             if reader.due() or (reader.done() and not src.exhausted):
-                ex.step(src)
+                while reader.due():  # everything that has arrived enters the engine
+                    ex.step(src)
+                if reader.done() and not src.exhausted:
+                    ex.step(src)
+                worked = True
             elif not reader.done() and now_us - src.watermark > HEARTBEAT_US:
                 reader.heartbeat = min(now_us, int(reader.a.ts[reader.pos])) - 1
                 ex.step(src)  # time passes on a quiet stream too
@@ -140,6 +149,8 @@ def run_shape(
         if op is not None:
             ex.step(op)
             continue
+        if worked:
+            continue
         if all(src.exhausted for src, _ in sources):
             break
         waits = [r.a.at[r.pos] for _, r in sources if not r.done()]
@@ -147,6 +158,7 @@ def run_shape(
             pause = min(waits) - (time.perf_counter() - clock[0])
             if pause > 0:
                 time.sleep(min(pause, 0.001))
+        idle += time.perf_counter() - turn
     seconds = time.perf_counter() - clock[0]
     for sink in ex.sinks:
         sink.finish()
@@ -157,5 +169,5 @@ def run_shape(
     return Run(
         policy if bound is None else f"{policy}({bound * 1e3:g} ms)",
         seconds, m.trace, m.queued.peak_bytes, m.average_queue_bytes, m.queued.peak_rows,
-        latency, sum(sink.written for sink in ex.sinks), ex.steps,
+        latency, sum(sink.written for sink in ex.sinks), ex.steps, 1 - idle / seconds,
     )
