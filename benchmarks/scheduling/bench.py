@@ -70,7 +70,7 @@ def capacity(shape: Path, streams: list[str], n: int = 100_000, tries: int = 2) 
     is waiting: `n` elements per stream queued at once, run under FIFO; the best of `tries`
     runs (noise only ever slows a run down). Real-time arrivals come in smaller batches, each
     paying the engine's fixed cost per run, so the engine is busier at a given rate than this
-    suggests: about half busy at a "load" of 0.5 on these shapes (the `utilisation` column)."""
+    suggests: about half busy at a "load" of 0.5 on these shapes (the `busy` column)."""
     at = [np.zeros(n) for _ in streams]
     arr = arrivals_for(streams, n, at)
     for a in arr.values():

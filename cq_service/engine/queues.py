@@ -114,7 +114,7 @@ class Queue:
 
     def _pending_bytes(self, reader: QueueReader) -> int:
         k = self._cursors[reader.index] - self._base
-        return sum(itertools.islice(self._sizes, max(k, 0), None))
+        return sum(itertools.islice(self._sizes, k, None))
 
     def _pending(self, reader: QueueReader) -> int:
         return self._base + len(self._items) - self._cursors[reader.index]

@@ -9,7 +9,8 @@ a small batch's run would be overhead.
 >>> c = RunCost()
 >>> for b in (100, 1_000, 10_000) * 4:
 ...     c.add(b, 5e-5 + 2e-8 * b)
->>> round(c.fixed * 1e6, 3), round(c.per_byte * 1e9, 3)
+>>> fixed, per_byte = c.fit()
+>>> round(fixed * 1e6, 3), round(per_byte * 1e9, 3)
 (50.0, 20.0)
 """
 
@@ -50,18 +51,8 @@ class RunCost:
         if det > 1e-9 * n * bb:  # batch sizes vary enough to tell the two parts apart
             per_byte = (n * bt - b * t) / det
             fixed = (t - per_byte * b) / n
-            if per_byte > 0 and fixed >= 0:
-                return fixed, per_byte
-            if per_byte <= 0:
+            if per_byte <= 0:  # bigger batches were no slower: all of it is fixed
                 return t / n, 0.0
-        return 0.0, t / b if b > 0 else 0.0
-
-    @property
-    def fixed(self) -> float:
-        """Seconds a run costs whatever it reads (0 until fitted)."""
-        return self.fit()[0]
-
-    @property
-    def per_byte(self) -> float:
-        """Seconds per byte read, beyond the fixed part (0 until fitted)."""
-        return self.fit()[1]
+            if fixed >= 0:
+                return fixed, per_byte
+        return 0.0, t / b  # one batch size, or a negative intercept: all of it per byte

@@ -157,10 +157,6 @@ class MultiInputOperator(Operator):
     def buffered_rows(self) -> int:
         return sum(len(b) for buf in self._buffers for b in buf)
 
-    def pending_bytes(self) -> int:
-        """Bytes of the batches waiting for this operator on all its inputs."""
-        return sum(r.pending_bytes() for r in self.inputs)
-
     def blocked(self) -> bool:
         """Reading now would release nothing: some input's time (its heartbeat so far, or
         the latest one waiting in its queue) has not passed what was already released."""

@@ -26,6 +26,7 @@ import time
 
 from cq_service.engine.operators.base import Operator
 from cq_service.engine.scheduler.fifo import oldest_with_stamp
+from cq_service.engine.scheduler.paths import queue_readers
 from cq_service.engine.scheduler.priority import PriorityPolicy
 from cq_service.engine.scheduler.progress import ProgressChart, chain_priorities
 from cq_service.engine.scheduler.statistics import OperatorStatistics
@@ -37,14 +38,9 @@ class Chain(PriorityPolicy):
     name = "chain"
 
     def attach(self, operators: list[Operator]) -> None:
-        readers: dict[int, list[Operator]] = {}
-        for op in operators:
-            for r in op.inputs:
-                readers.setdefault(id(r.queue), []).append(op)
-        # the readers of a shared queue, for each of them (an operator alone is not here)
-        self._shared = {
-            id(op): group for group in readers.values() if len(group) > 1 for op in group
-        }
+        # the readers of each shared queue, and each reader's group (one alone is not here)
+        self._groups = [g for g in queue_readers(operators).values() if len(g) > 1]
+        self._shared = {id(op): group for group in self._groups for op in group}
         super().attach(operators)
 
     def priorities(self, paths: list[list[Operator]]) -> dict[int, float]:
@@ -52,7 +48,7 @@ class Chain(PriorityPolicy):
         for path in paths:
             for op, p in zip(path, chain_priorities(self.chart(path)), strict=True):
                 out[id(op)] = max(out.get(id(op), p), p)
-        for group in {id(g): g for g in self._shared.values()}.values():
+        for group in self._groups:
             top = max(out.get(id(op), 0.0) for op in group)
             for op in group:
                 out[id(op)] = top

@@ -9,18 +9,24 @@ from __future__ import annotations
 from cq_service.engine.operators.base import Operator
 from cq_service.engine.operators.source import SourceOperator
 
-__all__ = ["MAX_PATHS", "operator_paths"]
+__all__ = ["MAX_PATHS", "operator_paths", "queue_readers"]
 
 MAX_PATHS = 4096  # a plan with more paths (heavy sharing) gets priorities from the first ones
+
+
+def queue_readers(operators: list[Operator]) -> dict[int, list[Operator]]:
+    """The operators reading each queue (by id), in plan order."""
+    readers: dict[int, list[Operator]] = {}
+    for op in operators:
+        for r in op.inputs:
+            readers.setdefault(id(r.queue), []).append(op)
+    return readers
 
 
 def operator_paths(operators: list[Operator]) -> list[list[Operator]]:
     """Each leaf-to-root path, without its source: the operators a source's element passes
     through, in order. Operators with no producer in the plan start paths of their own."""
-    readers: dict[int, list[Operator]] = {}
-    for op in operators:
-        for r in op.inputs:
-            readers.setdefault(id(r.queue), []).append(op)
+    readers = queue_readers(operators)
     produced = {id(op.output) for op in operators}
     starts: list[Operator] = []
     for op in operators:
