@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import shutil
-import threading
 import time
 from pathlib import Path
 
 import pytest
-from fastapi.testclient import TestClient
 
 from cq_service.catalog import Catalog
-from cq_service.service.api import make_app
 from cq_service.service.config import ServiceConfig
 from cq_service.service.worker import Worker
+from tests.unit.service.serving import serving
 
 EXAMPLE = Path(__file__).parents[3] / "pipelines" / "examples" / "web-proxy"
 TOKEN = "s3cret"
@@ -28,16 +26,8 @@ def client(tmp_path: Path):
     config = ServiceConfig(pipelines=str(folder), catalog=catalog.url, port=0, token=TOKEN,
                            checkpoint_interval=0.1, reconcile_interval=0.2)
     worker = Worker(config, catalog)
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not worker.ready and time.monotonic() < deadline:
-        time.sleep(0.02)
-    try:
-        yield TestClient(make_app(worker)), worker, folder
-    finally:
-        worker.stop()
-        thread.join(10)
+    with serving(worker) as api:
+        yield api, worker, folder
 
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 import shutil
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from cq_service.service.api import make_app
 from cq_service.service.config import ConfigError, ServiceConfig, load_config
 from cq_service.service.metrics import render_metrics
 from cq_service.service.worker import Worker
+from tests.unit.service.serving import serving
 from tests.unit.service.test_worker import EXAMPLE, run_until_done
 
 NAME = "web-proxy"
@@ -230,16 +230,8 @@ def test_the_configured_policy_is_checked() -> None:
 def running(make_worker):
     """A worker running in its own thread, with its API."""
     worker = make_worker()
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not worker.ready and time.monotonic() < deadline:
-        time.sleep(0.02)
-    try:
-        yield TestClient(make_app(worker)), worker
-    finally:
-        worker.stop()
-        thread.join(10)
+    with serving(worker) as api:
+        yield api, worker
 
 
 @pytest.mark.parametrize(
