@@ -53,6 +53,7 @@ def build_executor(
     dead_letters: DeadLetters | None = None,
     policy: SchedulingPolicy | None = None,
     budget: int = 65_536,
+    step_seconds: float | None = None,
 ) -> Executor:
     options = options or {}
     queues: dict[int, Queue] = {}
@@ -71,7 +72,7 @@ def build_executor(
         )
         sink.out_types = s.types
         operators.append(sink)
-    return Executor(operators, list(queues.values()), policy, budget)
+    return Executor(operators, list(queues.values()), policy, budget, step_seconds)
 
 
 def make_operator(node: PhysicalNode, ins: list[QueueReader], out: Queue) -> Operator:

@@ -7,6 +7,12 @@ them send the final heartbeat at the largest timestamp seen (docs/semantics.md, 
 `run` is for finite inputs (``cq run``). A live worker instead polls its sources itself and
 calls `drain` to run everything downstream of them; its plan may change between calls
 (`replace_plan`).
+
+A step runs an operator for at most `budget` elements and, when `step_seconds` is set, for about
+that long: the budget is cut to `step_seconds` over the operator's measured seconds per element
+(a run still takes at least one batch). A policy decides again after every step, so this is the
+engine's preemption: an operator that is slow per element cannot hold the engine for a whole
+budget while a burst arrives (Chain assumes operators run one time unit at a time).
 """
 
 from __future__ import annotations
@@ -30,9 +36,13 @@ class Executor:
         queues: list[Queue],
         policy: SchedulingPolicy | None = None,
         budget: int = 65_536,
+        step_seconds: float | None = None,
     ):
+        if step_seconds is not None and step_seconds <= 0:
+            raise ValueError("step_seconds must be positive")
         self.policy = policy or Chain()
         self.budget = budget
+        self.step_seconds = step_seconds
         self.steps = 0
         self._clock = NEVER
         self.replace_plan(operators, queues)
@@ -59,8 +69,11 @@ class Executor:
     def step(self, op: Operator) -> None:
         """Run `op` for one budget, timing it (the priority policies learn costs from it)."""
         read = op.bytes_in
+        budget = self.budget
+        if self.step_seconds is not None and op.busy_seconds > 0 and op.rows_in > 0:
+            budget = max(1, min(budget, int(self.step_seconds * op.rows_in / op.busy_seconds)))
         start = time.perf_counter()
-        op.run(self.budget)
+        op.run(budget)
         seconds = time.perf_counter() - start
         op.busy_seconds += seconds
         op.run_cost.add(op.bytes_in - read, seconds)

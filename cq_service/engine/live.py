@@ -38,8 +38,13 @@ class _Group:
 
 
 class LiveEngine:
-    def __init__(self, policy: SchedulingPolicy | None = None, budget: int = 65_536):
-        self.executor = Executor([], [], policy, budget)
+    def __init__(
+        self,
+        policy: SchedulingPolicy | None = None,
+        budget: int = 65_536,
+        step_seconds: float | None = None,
+    ):
+        self.executor = Executor([], [], policy, budget, step_seconds)
         self.sources: dict[str, SourceOperator] = {}  # by source key
         self._groups: list[_Group] = []
         self._group_of: dict[str, _Group] = {}  # query -> its group

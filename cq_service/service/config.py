@@ -15,6 +15,7 @@ Every setting (docs/service.md lists them):
 | reconcile_interval | CQ_RECONCILE_INTERVAL | 2.0 | seconds between scans of the pipelines folder |
 | queue_budget | CQ_QUEUE_BUDGET | 1000000 | queued elements above which sources pause |
 | batch_rows | CQ_BATCH_ROWS | 65536 | rows per source read |
+| step_seconds | CQ_STEP_SECONDS | 0.002 | about how long one scheduling step runs an operator |
 | policy | CQ_POLICY | (none) | scheduler of every deployment; none: each pipeline's own |
 | kafka_bootstrap | CQ_KAFKA_BOOTSTRAP | (none) | default Kafka address for sources and sinks that give none |
 
@@ -57,10 +58,13 @@ class ServiceConfig:
     reconcile_interval: float = 2.0
     queue_budget: int = 1_000_000
     batch_rows: int = 65_536
+    step_seconds: float = 0.002
     policy: str = ""  # "": each pipeline's own scheduler
     kafka_bootstrap: str | None = None
 
     def __post_init__(self) -> None:
+        if self.step_seconds <= 0:
+            raise ConfigError(f"setting step_seconds: {self.step_seconds} is not positive")
         if self.policy and self.policy not in SCHEDULERS:
             raise ConfigError(
                 f"setting policy: unknown scheduler {self.policy!r} "
@@ -84,6 +88,7 @@ _ENV = {
     "reconcile_interval": "CQ_RECONCILE_INTERVAL",
     "queue_budget": "CQ_QUEUE_BUDGET",
     "batch_rows": "CQ_BATCH_ROWS",
+    "step_seconds": "CQ_STEP_SECONDS",
     "policy": "CQ_POLICY",
     "kafka_bootstrap": "CQ_KAFKA_BOOTSTRAP",
 }

@@ -141,7 +141,9 @@ class Worker:
         self.catalog = catalog
         # Deployments take turns; each is scheduled by its own policy (`_apply_scheduler`).
         self.scheduling = ByOwner(lambda: make_policy(config.policy or DEFAULT_SCHEDULER))
-        self.engine = LiveEngine(self.scheduling, budget=config.batch_rows)
+        self.engine = LiveEngine(
+            self.scheduling, budget=config.batch_rows, step_seconds=config.step_seconds
+        )
         self.schedulers: dict[str, SchedulerChoice] = {}  # running deployments' schedulers
         self.sources: dict[str, _Source] = {}
         self.queries: dict[str, _Query] = {}

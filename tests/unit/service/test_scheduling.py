@@ -226,6 +226,13 @@ def test_the_configured_policy_is_checked() -> None:
         ServiceConfig(policy="chain_bounded")
 
 
+def test_the_step_length_is_configured_and_reaches_the_engine(make_worker) -> None:
+    assert load_config(environ={"CQ_STEP_SECONDS": "0.01"}).step_seconds == 0.01
+    with pytest.raises(ConfigError, match=r"step_seconds: 0\.0 is not positive"):
+        load_config(environ={"CQ_STEP_SECONDS": "0"})
+    assert make_worker().engine.executor.step_seconds == ServiceConfig().step_seconds
+
+
 @pytest.fixture
 def running(make_worker):
     """A worker running in its own thread, with its API."""
