@@ -12,7 +12,6 @@ work (FIFO, ties in Chain, latency bounds); sinks turn them into latencies.
 
 from __future__ import annotations
 
-import itertools
 from collections import deque
 from dataclasses import dataclass
 
@@ -112,10 +111,6 @@ class Queue:
         k = self._cursors[reader.index] - self._base
         return self._stamps[k] if k < len(self._items) else None
 
-    def _pending_bytes(self, reader: QueueReader) -> int:
-        k = self._cursors[reader.index] - self._base
-        return sum(itertools.islice(self._sizes, k, None))
-
     def _pending(self, reader: QueueReader) -> int:
         return self._base + len(self._items) - self._cursors[reader.index]
 
@@ -160,7 +155,3 @@ class QueueReader:
     def pending(self) -> int:
         """Items not yet read by this reader."""
         return self.queue._pending(self)
-
-    def pending_bytes(self) -> int:
-        """Bytes of the batches not yet read by this reader."""
-        return self.queue._pending_bytes(self)

@@ -3,8 +3,8 @@
 The engine processes batches, and every run pays a fixed cost (Python dispatch, Arrow calls,
 queue bookkeeping) before its per-byte work. Fitting seconds = fixed + per_byte × bytes by least
 squares over recent runs (exponentially decayed, so the fit follows drift) separates the two:
-`per_byte` is the slope Chain's progress charts need, and `fixed` tells a scheduler how much of
-a small batch's run would be overhead.
+`per_byte` is the slope Chain's progress charts need (docs/scheduling.md says why the fixed
+part does not also lower a small batch's priority).
 
 >>> c = RunCost()
 >>> for b in (100, 1_000, 10_000) * 4:

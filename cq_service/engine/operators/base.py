@@ -81,10 +81,6 @@ class Operator(ABC):
                 oldest = s
         return oldest
 
-    def pending_bytes(self) -> int:
-        """Bytes of the batches waiting for this operator on all its inputs."""
-        return sum(r.pending_bytes() for r in self.inputs)
-
     def blocked(self) -> bool:
         """True when running would only buffer input without producing anything (an
         operator waiting for another input's time); the scheduler passes it over."""

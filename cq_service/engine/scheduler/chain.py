@@ -3,30 +3,33 @@
 Each leaf-to-root path gets a progress chart from the measured per-byte costs and
 selectivities (cumulative selectivity scaling, s_m = 0); each operator gets the slope of its
 segment of the chart's lower envelope, and an operator on several paths (a shared subplan) the
-largest of its slopes. A join's statistics are over both inputs together, which is the
+largest of its slopes, counting a stored relation's paths only for operators no stream's path
+reaches. (A relation rarely changes, λ ≈ 0 in the brief's weighting; its path starts at the
+join, and its chart would otherwise lift a stream's whole slow tail to the join's slope.) A join's statistics are over both inputs together, which is the
 λ-weighted average of the brief. Within one path Chain's memory is within one unit of the best
 possible schedule's at every instant when every selectivity is at most 1.
 
-Two adaptations to an engine that shares queues and runs batches (ours, not the paper's):
-
-- A queue read by several operators frees a byte only once every reader has read it. Its
-  readers are one step of every path through them: the step costs all their costs, and the
-  outputs of the other readers stay in memory for the rest of the path. They all get the
-  highest of their priorities, so they move together (ties go to the oldest input).
-- A run costs a fixed part plus a part per byte (engine/run_cost.py). Running an operator on
-  a small batch spends the fixed part for little progress, so its priority at the moment is its
-  slope times the share of the run that is per-byte work. An operator with a large fixed cost
-  (a join) waits for a batch worth running while others work, instead of taking the engine's
-  time in small runs.
+A queue read by several operators (ours: the paper charts paths, which share nothing)
+frees a byte only once every reader has read it, so no reader's own path says what reading it
+is worth. Below such a queue the plan is a tree: one step, every reader reading, costs all
+their costs and turns each byte into the readers' outputs together; after it the branches are
+independent chains. Run in the best order, which is their envelope segments by falling slope,
+they form one convex chart, and the envelope of the step followed by that chart gives the
+step's slope. Every reader gets it, so the readers move together (ties go to the oldest input:
+the reader that lags reads first). A branch operator in the step's first envelope segment gets
+at least the step's slope, so that what the step writes moves on as in a single path (its own
+path's chart may have merged it into a flatter segment with the operators before the queue).
+A reader whose output is shared again continues along its first path only.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 
 from cq_service.engine.operators.base import Operator
+from cq_service.engine.operators.source import SourceOperator
 from cq_service.engine.scheduler.fifo import oldest_with_stamp
-from cq_service.engine.scheduler.paths import queue_readers
 from cq_service.engine.scheduler.priority import PriorityPolicy
 from cq_service.engine.scheduler.progress import ProgressChart, chain_priorities
 from cq_service.engine.scheduler.statistics import OperatorStatistics
@@ -38,46 +41,76 @@ class Chain(PriorityPolicy):
     name = "chain"
 
     def attach(self, operators: list[Operator]) -> None:
-        # the readers of each shared queue, and each reader's group (one alone is not here)
-        self._groups = [g for g in queue_readers(operators).values() if len(g) > 1]
-        self._shared = {id(op): group for group in self._groups for op in group}
+        sources = [op for op in operators if isinstance(op, SourceOperator)]
+        self._relations = {id(op.output) for op in sources if op.is_relation}
+        self._streams = {id(op.output) for op in sources if not op.is_relation}
         super().attach(operators)
 
     def priorities(self, paths: list[list[Operator]]) -> dict[int, float]:
         out: dict[int, float] = {}
-        for path in paths:
+        on_streams: set[int] = set()  # operators on some stream's path
+        for path in sorted(paths, key=self._from_relation):  # streams' paths first
+            relation = self._from_relation(path)
             for op, p in zip(path, chain_priorities(self.chart(path)), strict=True):
+                if relation and id(op) in on_streams:
+                    continue
+                if not relation:
+                    on_streams.add(id(op))
                 out[id(op)] = max(out.get(id(op), p), p)
-        for group in self._groups:
-            top = max(out.get(id(op), 0.0) for op in group)
-            for op in group:
-                out[id(op)] = top
+        for group in self.shared:
+            self._share(group, paths, out)
         return out
 
-    def chart(self, path: list[Operator]) -> ProgressChart:
-        """The path's progress chart in seconds and bytes per input byte."""
+    def _from_relation(self, path: list[Operator]) -> bool:
+        """The path starts at a stored relation's source: its first operator reads one (and
+        reads no stream's source, whose path it would then start too)."""
+        queues = {id(r.queue) for r in path[0].inputs}
+        return bool(queues & self._relations) and not queues & self._streams
+
+    def chart(self, path: list[Operator], start: float = 1.0) -> ProgressChart:
+        """The path's progress chart in seconds and bytes per input byte, for `start` bytes
+        at its first operator's input."""
         stats = self.statistics
-        t, s = 0.0, 1.0
-        held = 0.0  # bytes written by the other readers of shared queues on the path
+        t, s = 0.0, start
         points = [(t, s)]
         for k, op in enumerate(path):
-            group = self._shared.get(id(op), (op,))
-            step = sum(stats.cost(g) for g in group) * s
-            t = t + max(step, t * 1e-12, 1e-300)  # strictly increasing, even in floats
+            t = t + max(stats.cost(op) * s, t * 1e-12, 1e-300)  # strictly increasing
             last = k == len(path) - 1 or self.terminal(op)
-            held += s * sum(stats.selectivity(g) for g in group if g is not op)
             s = 0.0 if last else s * stats.selectivity(op)
-            points.append((t, s + held))
-            if last:
-                break
+            points.append((t, s))
         return ProgressChart(tuple(points))
 
-    def now(self, op: Operator, priority: float) -> float:
-        fixed = self.statistics.fixed(op)
-        if fixed <= 0.0 or priority <= 0.0:
-            return priority
-        work = self.statistics.cost(op) * op.pending_bytes()
-        return priority * work / (fixed + work)
+    def _share(self, group: list[Operator], paths: list[list[Operator]],
+               out: dict[int, float]) -> None:
+        """Give a shared queue's readers the slope of reading it (module docstring)."""
+        stats = self.statistics
+        cost = written = 0.0
+        pieces: list[tuple[float, float, float, Operator]] = []  # (slope, Δt, Δs, operator)
+        for reader in group:
+            cost += stats.cost(reader)
+            path = next((p for p in paths if reader in p), None)
+            rest = [] if path is None else path[path.index(reader) + 1:]
+            if not rest or self.terminal(reader):
+                continue
+            sigma = stats.selectivity(reader)
+            written += sigma
+            chart = self.chart(rest, start=sigma)
+            steps = itertools.pairwise(chart.points)
+            for op, slope, (a, b) in zip(rest, chain_priorities(chart), steps, strict=True):
+                pieces.append((slope, b[0] - a[0], b[1] - a[1], op))
+        pieces.sort(key=lambda piece: -piece[0])  # stable: a branch keeps its order
+        t, s = max(cost, 1e-300), written
+        points = [(0.0, 1.0), (t, s)]
+        for _, dt, ds, _ in pieces:
+            t, s = t + dt, s + ds
+            points.append((t, max(s, 0.0)))
+        slopes = chain_priorities(ProgressChart(tuple(points)))
+        top = slopes[0]
+        for reader in group:
+            out[id(reader)] = top
+        for (_, _, _, op), slope in zip(pieces, slopes[1:], strict=True):
+            if slope == top:  # in the step's first segment
+                out[id(op)] = max(out.get(id(op), top), top)
 
 
 class ChainBounded(Chain):

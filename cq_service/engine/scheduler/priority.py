@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 
 from cq_service.engine.operators.base import MultiInputOperator, Operator
 from cq_service.engine.scheduler.base import fallback, ready
-from cq_service.engine.scheduler.paths import operator_paths
+from cq_service.engine.scheduler.paths import operator_paths, queue_readers
 from cq_service.engine.scheduler.statistics import OperatorStatistics
 
 __all__ = ["PriorityPolicy"]
@@ -42,6 +42,12 @@ class PriorityPolicy(ABC):
         self._operators = operators
         self._order = {id(op): k for k, op in enumerate(operators)}
         self.paths = operator_paths(operators)
+        self.shared = [g for g in queue_readers(operators).values() if len(g) > 1]
+        self._co_readers: dict[int, list[Operator]] = {}  # op -> readers of its shared queues
+        for group in self.shared:
+            for op in group:
+                mates = self._co_readers.setdefault(id(op), [])
+                mates.extend(g for g in group if g not in mates)
         self._joins = [op for op in operators if isinstance(op, MultiInputOperator)]
         self._upstream = _upstream(operators)
         self.statistics.forget(operators)
@@ -69,7 +75,9 @@ class PriorityPolicy(ABC):
         """Priorities lent across blocked joins. A join whose inputs wait for the time of
         another input (a burst on one stream) frees nothing until that input moves: the
         operators feeding the lagging input borrow the highest priority of the waiting side,
-        so the two sides advance together instead of one starving behind the other."""
+        so the two sides advance together instead of one starving behind the other. A
+        borrower that reads a shared queue lends to the queue's other readers too: alone it
+        would run ahead of them and free none of the queue."""
         lent: dict[int, float] = {}
         for join in self._joins:
             if not join.blocked() or not any(r.pending() for r in join.inputs):
@@ -83,8 +91,9 @@ class PriorityPolicy(ABC):
             )
             for p in lagging:
                 for u in ups[p]:
-                    if lend > max(self.priority.get(id(u), 0.0), lent.get(id(u), 0.0)):
-                        lent[id(u)] = lend
+                    for v in self._co_readers.get(id(u), (u,)):
+                        if lend > max(self.priority.get(id(v), 0.0), lent.get(id(v), 0.0)):
+                            lent[id(v)] = lend
         return lent
 
     def highest(
@@ -97,7 +106,6 @@ class PriorityPolicy(ABC):
             prio = self.priority.get(id(op), 0.0)
             if lent:
                 prio = max(prio, lent.get(id(op), prio))
-            prio = self.now(op, prio)
             k = (
                 -prio,
                 stamp if stamp is not None else float("inf"),
@@ -106,11 +114,6 @@ class PriorityPolicy(ABC):
             if key is None or k < key:
                 best, key = op, k
         return best
-
-    def now(self, op: Operator, priority: float) -> float:
-        """`op`'s priority for running it now, on what is waiting for it (by default its
-        static priority)."""
-        return priority
 
     def terminal(self, op: Operator) -> bool:
         """The end of a path: what it writes leaves the engine (σ = 0 on the chart)."""

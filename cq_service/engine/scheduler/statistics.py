@@ -7,8 +7,8 @@ jumping on one noisy window. An operator that has read nothing yet keeps σ = 1 
 median cost of the others.
 
 Once an operator has run often enough for its `run_cost` fit (engine/run_cost.py), its cost is
-that fit's per-byte part and `fixed` its cost per run: a run of a few rows is mostly fixed cost,
-and counting that in c would make an operator that usually sees small batches look slow.
+that fit's per-byte part: a run of a few rows is mostly fixed cost, and counting that in c
+would make an operator that usually sees small batches look slow.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ DRIFT = 0.2  # relative change of σ or c that triggers new priorities
 class Estimate:
     selectivity: float = 1.0
     cost: float = 0.0  # 0: nothing measured yet
-    fixed: float = 0.0  # seconds per run, whatever it reads
     bytes_in: int = 0  # counters at the last refresh
     bytes_out: int = 0
     seconds: float = 0.0
@@ -56,9 +55,8 @@ class OperatorStatistics:
             d_in = b_in - e.bytes_in
             if d_in > 0:
                 sel = max((b_out - e.bytes_out) / d_in, MIN_SELECTIVITY)
-                fixed, per_byte = op.run_cost.fit()
+                _, per_byte = op.run_cost.fit()
                 cost = max(per_byte or (secs - e.seconds) / d_in, MIN_COST)
-                e.fixed = fixed
                 if e.cost == 0.0:
                     new_sel, new_cost = sel, cost
                 else:
@@ -87,11 +85,6 @@ class OperatorStatistics:
             known = sorted(x.cost for x in self.estimates.values() if x.cost > 0)
             self._median_cost = known[len(known) // 2] if known else DEFAULT_COST
         return self._median_cost
-
-    def fixed(self, op: Operator) -> float:
-        """Seconds a run of `op` costs whatever it reads (0 when unknown)."""
-        e = self.estimates.get(id(op))
-        return e.fixed if e is not None else 0.0
 
     def set(self, op: Operator, selectivity: float, cost: float) -> None:
         """Fix an operator's figures (tests, and statistics loaded from elsewhere)."""

@@ -218,6 +218,51 @@ def test_a_join_waiting_for_its_other_input_is_not_ready():
     assert p.choose([union, other]) is union
 
 
+def test_a_blocked_join_lends_to_every_reader_of_a_shared_queue_it_waits_on():
+    """u waits for x's side; x reads a shared queue with y. x alone moving would free none
+    of the queue, so y borrows too and runs before z, which is steeper than x and y."""
+    shared, b_in = Queue("shared"), Queue("b.in")
+    x = Select("x", [shared.reader()], Queue("x.out"), TRUE)
+    y = Select("y", [shared.reader()], Queue("y.out"), TRUE)
+    w = Select("w", [b_in.reader()], Queue("w.out"), TRUE)
+    u = SetOperation("u", [x.output.reader(), w.output.reader()], Queue("u.out"), "union", True)
+    z_in = Queue("z.in")
+    z = Select("z", [z_in.reader()], Queue("z.out"), TRUE)
+    ops = [x, y, w, u, z]
+    for op in ops:
+        op.out_types = [INT]
+    p = Chain()
+    fix(p, ops, [(1.0, 1.0), (1.0, 1.0), (1.0, 1e-3), (0.0, 1e-3), (0.0, 0.1)])
+    assert p.priority_of(z) > max(p.priority_of(x), p.priority_of(y))
+    b_in.push(batch(5), stamp=1.0)
+    b_in.push(Heartbeat(5), stamp=1.0)
+    w.run(10)  # w's side says instant 5; x's side has said nothing
+    shared.push(batch(1), stamp=2.0)
+    x.run(10)  # x ran ahead of y: the queue still holds the batch
+    z_in.push(batch(1), stamp=0.5)  # z's input is the oldest
+    assert u.blocked() and u.lagging_ports() == [0]
+    assert p.choose(ops) is y
+
+
+def test_a_stored_relations_path_does_not_set_the_priority_of_a_streams_operators():
+    from cq_service.engine.operators.source import SourceOperator
+
+    s_src = SourceOperator("S", Queue("S"), None)
+    r_src = SourceOperator("R", Queue("R"), None, is_relation=True)
+    s_op = Select("s", [s_src.output.reader()], Queue("s.out"), TRUE)
+    j = SetOperation("j", [s_op.output.reader(), r_src.output.reader()], Queue("j.out"),
+                     "union", True)
+    k = Select("k", [j.output.reader()], Queue("k.out"), TRUE)
+    ops = [s_src, r_src, s_op, j, k]
+    for op in ops:
+        op.out_types = [INT]
+    p = Chain()
+    fix(p, ops, [(1.0, 1.0), (1.0, 1.0), (2.0, 1.0), (1.0, 1.0), (0.0, 1.0)])
+    # the stream's path: (0, 1), (1, 2), (3, 2), (5, 0), one segment of slope 1/5; the
+    # relation's, which starts at j, would give j and k 1/2
+    assert p.priority_of(j) == p.priority_of(k) == pytest.approx(0.2)
+
+
 def test_statistics_measure_selectivity_and_cost_per_byte():
     head, ops = chain_of(1)
     p = Chain()
@@ -281,50 +326,36 @@ def shared_pair():
 
 def test_readers_of_a_shared_queue_move_together():
     """Running `cheap` alone frees nothing of the shared queue while `dear` has not read it:
-    the readers are one step of each path, with one priority."""
+    the readers get one priority, the slope of reading the queue with every reader."""
     _, shared, ops = shared_pair()
-    a, cheap, dear = ops[:3]
+    cheap, dear = ops[1:3]
     p = Chain()
     fix(p, ops, [(1.0, 1.0), (0.01, 0.01), (1.0, 10.0), (0.0, 1.0), (0.0, 1.0)])
-    assert p.priority_of(cheap) == p.priority_of(dear)
-    # the step costs both readers, and `dear`'s output stays on `cheap`'s path
-    chart = p.chart([a, cheap, ops[3]])
-    assert chart.points[2] == pytest.approx((1.0 + 10.01, 0.01 + 1.0))
-    assert chart.points[3][1] == pytest.approx(1.0)
+    # alone, cheap's path would give it 0.99 / 1.01 and dear's 1 / 12; together: the step
+    # costs 10.01 and writes 1.01, the sinks then free it at slope 1, and the envelope from
+    # the start runs straight to the end, (0, 1) to (11.02, 0)
+    assert p.priority_of(cheap) == p.priority_of(dear) == pytest.approx(1 / 11.02)
+    # cheap's sink keeps its path's slope; dear's, 1 / 12 on its path, is in the step's
+    # segment and moves what the step writes on at the step's slope
+    assert p.priority_of(ops[3]) == pytest.approx(1 / 1.02)
+    assert p.priority_of(ops[4]) == pytest.approx(1 / 11.02)
     shared.push(batch(), stamp=1.0)
     cheap.run(10)  # cheap is ahead; the batch is still held for dear
     assert shared.rows == 1
     assert p.choose([cheap, dear]) is dear
 
 
-def test_chain_defers_a_small_batch_when_the_fixed_cost_of_a_run_dominates():
-    """Two single-operator queries of equal slope: o1 holds a small batch and costs a lot per
-    run whatever it reads; the other holds a batch worth running and goes first, though
-    younger."""
-    head_a, ops_a = chain_of(1)
-    head_b, ops_b = chain_of(1)
+def test_a_shared_queue_is_read_at_the_slope_of_its_branches_in_their_best_order():
+    """The branches after a shared queue run in order of slope: here `cheap`'s sink, which
+    frees `cheap`'s small output fast, counts before `dear`'s slow one."""
+    _, _, ops = shared_pair()
+    cheap, dear = ops[1:3]
     p = Chain()
-    fix(p, ops_a + ops_b, [(0.5, 1e-8), (0.0, 1.0), (0.5, 1e-8), (0.0, 1.0)])
-    p.statistics.estimates[id(ops_a[0])].fixed = 1e-3  # a run costs 1 ms ...
-    small, big = batch(), make_batch([INT], [(1, (k,)) for k in range(10_000)])
-    head_a.push(small, stamp=1.0)
-    head_b.push(big, stamp=2.0)
-    assert p.now(ops_a[0], 1.0) < 0.01  # ... for ~10 ns of work on 8 bytes
-    assert p.choose(ops_a + ops_b) is ops_b[0]
-    p.statistics.estimates[id(ops_a[0])].fixed = 0.0
-    assert p.choose(ops_a + ops_b) is ops_a[0]  # without it: the oldest input first
-
-
-def test_queues_count_the_bytes_each_reader_has_not_read():
-    q = Queue("q")
-    r1, r2 = q.reader(), q.reader()
-    b = batch()
-    q.push(b, stamp=1.0)
-    q.push(Heartbeat(1), stamp=1.0)
-    q.push(b, stamp=2.0)
-    assert r1.pending_bytes() == r2.pending_bytes() == 2 * b.nbytes()
-    r1.get()
-    assert r1.pending_bytes() == b.nbytes() and r2.pending_bytes() == 2 * b.nbytes()
+    fix(p, ops, [(1.0, 1.0), (0.5, 0.5), (0.5, 0.5), (0.0, 0.1), (0.0, 10.0)])
+    # step: (0, 1) to (1, 1); cheap.sink: 0.5 freed in 0.05 (slope 10); dear.sink: 0.5 in 5.
+    # From (0, 1): to (1.05, 0.5) the slope is 0.5 / 1.05, to (6.05, 0) it is 1 / 6.05: the
+    # first is steeper
+    assert p.priority_of(cheap) == p.priority_of(dear) == pytest.approx(0.5 / 1.05)
 
 
 def test_the_executor_fits_fixed_and_per_byte_costs_of_runs():
@@ -340,6 +371,23 @@ def test_the_executor_fits_fixed_and_per_byte_costs_of_runs():
         same.add(500, 1e-3)  # one batch size: the parts cannot be told apart
     assert same.fit() == pytest.approx((0.0, 2e-6))
     assert RunCost().fit() == (0.0, 0.0)  # nothing seen yet
+
+
+def test_a_step_runs_a_slow_operator_for_about_step_seconds():
+    """10 ms per element measured and 30 ms per step: three one-row batches, not the budget."""
+    from cq_service.engine.executor import Executor
+
+    head, ops = chain_of(1)
+    op = ops[0]
+    for k in range(10):
+        head.push(batch(k), stamp=float(k))
+    op.rows_in, op.busy_seconds = 100, 1.0
+    Executor(ops, [head, op.output], budget=1_000, step_seconds=0.03).step(op)
+    assert op.rows_in == 103
+    Executor(ops, [head, op.output], budget=1_000).step(op)  # no step length: the budget
+    assert op.rows_in == 110
+    with pytest.raises(ValueError, match="step_seconds must be positive"):
+        Executor(ops, [head, op.output], step_seconds=0.0)
 
 
 def test_each_step_adds_a_run_to_the_operators_cost_fit():
