@@ -2,7 +2,7 @@
 
 The engine loop is the live worker's, made explicit: between two scheduling steps, every
 source takes what has arrived by now (one chunk per source), then the policy picks one
-operator to run for one budget. Every element is stamped with its arrival time, so a result's
+operator to run for one budget, cut as in the worker to about `STEP_SECONDS` of work. Every element is stamped with its arrival time, so a result's
 latency is measured from the arrival of the input that completed it. The executor's memory
 monitor records total queue memory after each step.
 """
@@ -23,6 +23,7 @@ from cq_service.engine.latency import LatencyHistogram
 from cq_service.engine.scheduler import policy as make_policy
 from cq_service.io import open_sink, open_source
 from cq_service.io.base import RawChunk
+from cq_service.service.config import ServiceConfig
 
 __all__ = ["Arrivals", "Run", "run_shape"]
 
@@ -30,6 +31,7 @@ HEARTBEAT_US = 5_000  # a quiet stream says "nothing before now" this often
 POLL_S = 0.002  # a source is read when its oldest unread element has waited this long ...
 NETWORK_BATCH = 512  # ... or this many elements are waiting; a poll returns at most this many
 # (as a Kafka consumer polls, max.poll.records), and a source takes every poll that is due
+STEP_SECONDS = ServiceConfig().step_seconds  # the worker's: a step runs about this long
 
 
 @dataclass
@@ -121,7 +123,7 @@ def run_shape(
     writers = {s.query: open_sink(s.sink, list(s.columns), s.types) for s in compiled.plan.sinks}
     ex = build_executor(
         compiled.plan, readers=readers, writers=writers, options=options,
-        policy=make_policy(policy, bound), budget=budget,
+        policy=make_policy(policy, bound), budget=budget, step_seconds=STEP_SECONDS,
     )
     for src in ex.sources:  # relations are loaded before the first arrival
         while src.name not in arriving and not src.exhausted:
