@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from cq_service.cql import ast
-from cq_service.cql.binder import BoundQuery, Catalog, bind_query
+from cq_service.cql.binder import UNIT_NS, BoundQuery, Catalog, bind_query
 from cq_service.cql.logical import Field, Source
 from cq_service.cql.parser import parse_query
-from cq_service.errors import CQError, CQLError, Span
+from cq_service.errors import CQError, CQLError, Span, SpecError
 from cq_service.plan.columns import prune_source_columns
 from cq_service.plan.physical import PhysicalNode, PhysicalPlan
 from cq_service.plan.planner import plan_queries
@@ -61,6 +61,7 @@ def compile_pipeline(spec: PipelineSpec) -> CompiledPipeline:
             continue
         bound[name] = bq
         catalog.views[name.lower()] = bq
+        errors.extend(_qos_errors(q, parsed[name], spec))
     if errors:
         errors.sort(key=lambda e: (e.span.line, e.span.col) if e.span else (0, 0))
         raise SpecErrors(errors, file=spec.path)
@@ -130,19 +131,62 @@ def _in_file(e: CQLError, q: QuerySpec, spec: PipelineSpec) -> CQError:
     return CQLError(f"query '{q.name}': {e.message}", Span(line, col, file=shown), file=shown)
 
 
-def _referenced(node: Any, out: set[str]) -> None:
+def _qos_errors(q: QuerySpec, query: ast.Query, spec: PipelineSpec) -> list[CQError]:
+    """A query's window ranges against its Range windows: each range names windows the
+    query has, and each window as written lies in its range."""
+    if not q.qos.windows:
+        return []
+    refs: list[ast.TableRef] = []
+    _table_refs(query, refs)
+    windows: list[tuple[str, int]] = []  # (FROM item as written, size in time_unit)
+    sized: dict[str, tuple[str, int]] = {}  # FROM name or alias (lower case) -> its window
+    for ref in refs:
+        w = ref.window
+        if isinstance(w, ast.RangeWindow) and w.size is not None and not w.now:
+            d = w.size
+            size = d.amount * UNIT_NS[d.unit] // spec.time_unit_ns if d.unit else d.amount
+            windows.append((ref.alias or ref.name, size))
+            for name in (ref.name, ref.alias or ref.name):
+                sized[name.lower()] = windows[-1]
+    out: list[CQError] = []
+    where, unit = q.qos.span, spec.time_unit
+    for r in q.qos.windows:
+        if r.stream is None:
+            targets = windows
+            if not targets:
+                out.append(SpecError(f"query '{q.name}': qos.window needs a Range window of a "
+                                     "given size in the query to adjust", where))
+        elif r.stream.lower() in sized:
+            targets = [sized[r.stream.lower()]]
+        else:
+            out.append(SpecError(f"query '{q.name}': qos.window names '{r.stream}', which is not "
+                                 "a FROM item of the query with a Range window of a given size",
+                                 where))
+            continue
+        for shown, size in targets:
+            if not r.low <= size <= r.high:
+                out.append(SpecError(f"query '{q.name}': the window of {shown} is {size} {unit}, "
+                                     f"outside its qos range [{r.low}, {r.high}] {unit}", where))
+    return out
+
+
+def _table_refs(node: Any, out: list[ast.TableRef]) -> None:
     if isinstance(node, ast.TableRef):
-        out.add(node.name.lower())
+        out.append(node)
     if isinstance(node, tuple):
         for x in node:
-            _referenced(x, out)
+            _table_refs(x, out)
         return
-    fields = getattr(node, "__dataclass_fields__", None)
-    if not fields:
-        return
-    for name in fields:
+    for name in getattr(node, "__dataclass_fields__", None) or ():
         if name != "span":
-            _referenced(getattr(node, name), out)
+            _table_refs(getattr(node, name), out)
+
+
+def _referenced(node: Any, out: set[str]) -> None:
+    """The names (lower case) of the streams, relations and views `node` reads."""
+    refs: list[ast.TableRef] = []
+    _table_refs(node, refs)
+    out.update(r.name.lower() for r in refs)
 
 
 def _dependency_order(

@@ -63,6 +63,7 @@ from cq_service.spec.model import (
     DEFAULT_SCHEDULER,
     LATENCY_BOUNDED_SCHEDULER,
     PipelineSpec,
+    QosSpec,
     SinkSpec,
     StreamSpec,
 )
@@ -338,6 +339,7 @@ class Worker:
                 q.version,
                 "running",
                 start_after=_start_after(q.gates),
+                qos=_qos_ranges(spec.queries[qname].qos),
             )
         for qname in result.removed:
             self.catalog.set_query_status(name, qname, "stopped")
@@ -605,6 +607,18 @@ def _declared(inputs: dict[str, StreamSpec], name: str) -> str:
         return name
     lower = {k.lower(): k for k in inputs}
     return lower[name.lower()]
+
+
+def _qos_ranges(qos: QosSpec) -> dict[str, list[int]] | None:
+    """A query's QoS ranges as the catalog keeps them: `window` (every Range window) or
+    `window:NAME`, and `granularity` as [finest, coarsest] of its ladder (time_unit)."""
+    if not qos.adjustable:
+        return None
+    out = {("window" if r.stream is None else f"window:{r.stream}"): [r.low, r.high]
+           for r in qos.windows}
+    if qos.granularity:
+        out["granularity"] = [qos.granularity[0], qos.granularity[-1]]
+    return out
 
 
 def _start_after(gates: dict[str, int]) -> int | None:

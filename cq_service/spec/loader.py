@@ -6,13 +6,15 @@ Three passes, each reporting every problem it finds with its position:
 3. checks the schema cannot express (run once the schema passes): names unique across streams,
    relations and queries (case-insensitively, as in CQL), the timestamp column's type, source
    files that must exist, formats known from the extension, durations in whole time units, a
-   `resources.latency_bound` exactly when the scheduler is chain_bounded.
+   `resources.latency_bound` exactly when the scheduler is chain_bounded, QoS ranges with
+   min <= max and granularity ladders whose rungs divide each other, sizes of memory budgets.
 CQL text is not parsed here; each query keeps the file position of every character.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -34,11 +36,13 @@ from cq_service.spec.model import (
     TIME_UNITS,
     FieldSpec,
     PipelineSpec,
+    QosSpec,
     QuerySpec,
     ResourcesSpec,
     SinkSpec,
     SourceSpec,
     StreamSpec,
+    WindowRange,
 )
 from cq_service.spec.positions import Path, YamlDocument, parse_yaml, yaml_kind
 from cq_service.types import DataType, parse_type
@@ -92,6 +96,12 @@ _DURATION_UNITS: Mapping[str, int] = {
     **{u: 86_400_000_000_000 for u in ("d", "day", "days")},
 }
 _DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]+)\s*$")
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]i?B|B)?\s*$")
+_SIZE_UNITS: Mapping[str, int] = {
+    "B": 1,
+    **{f"{p}B": 1000 ** (k + 1) for k, p in enumerate("KMGT")},
+    **{f"{p}iB": 1024 ** (k + 1) for k, p in enumerate("KMGT")},
+}
 
 _ENTITIES = {"streams": "stream", "relations": "relation", "queries": "query"}
 _RESERVED_COLUMNS = ("_ts", "_op")
@@ -285,6 +295,8 @@ def _value_message(error: ValidationError, what: str, got: str) -> str:
             return f"{what} must not be empty"
         return f"{what} must be at most {expected} characters long, got {got}"
     if kind == "minItems":
+        if expected > 1:
+            return f"{what} must have at least {expected} items, got {len(error.instance)}"
         return f"{what} must not be empty"
     if kind == "minProperties":
         if error.absolute_path and error.absolute_path[-1] == "schema":
@@ -707,9 +719,70 @@ class _SpecBuilder:
             cql=raw["cql"],
             sink=sink,
             weight=float(raw.get("weight", 1.0)),
+            qos=self._qos(raw["qos"], (*path, "qos")) if "qos" in raw else QosSpec(),
             cql_positions=self.doc.char_positions((*path, "cql")) or (),
             span=self.doc.span(path, key=True),
         )
+
+    def _qos(self, raw: Mapping[str, Any], path: Path) -> QosSpec:
+        windows: list[WindowRange] = []
+        if "window" in raw:
+            value = raw["window"]
+            if isinstance(value, list):
+                span = self.doc.span((*path, "window"))
+                if (r := self._range(value, (*path, "window"), span)) is not None:
+                    windows.append(WindowRange(None, *r))
+            elif not value:
+                self._error(f"{_describe((*path, 'window'))}: name at least one FROM item",
+                            self.doc.span((*path, "window")))
+            for name, bounds in (value.items() if isinstance(value, dict) else ()):
+                where = (*path, "window", name)
+                if not isinstance(bounds, list):
+                    self._error(f"{_describe(where)} must be a range [min, max]",
+                                self.doc.span(where))
+                elif (r := self._range(bounds, where, self.doc.span(where))) is not None:
+                    windows.append(WindowRange(str(name), *r))
+        ladder: tuple[int, ...] = ()
+        if "granularity" in raw:
+            ladder = self._ladder(raw["granularity"], (*path, "granularity"))
+        return QosSpec(tuple(windows), ladder, span=self.doc.span(path, key=True))
+
+    def _range(self, value: list[Any], path: Path, span: Span) -> tuple[int, int] | None:
+        """[min, max] of window sizes in time_unit, 0 < min <= max; None after an error."""
+        if len(value) != 2:
+            self._error(f"{_describe(path)} must be a range [min, max], got {len(value)} values",
+                        span)
+            return None
+        before = len(self.errors)
+        low, high = (self._duration(v, (*path, k)) for k, v in enumerate(value))
+        if len(self.errors) > before:
+            return None
+        if low <= 0 or low > high:
+            self._error(f"{_describe(path)} must have 0 < min <= max, got [{low}, {high}] "
+                        f"{self.time_unit}", span)
+            return None
+        return low, high
+
+    def _ladder(self, value: list[Any], path: Path) -> tuple[int, ...]:
+        """Granularities finest first, each > 0 and dividing the next; () after an error."""
+        before = len(self.errors)
+        rungs = [self._duration(v, (*path, k)) for k, v in enumerate(value)]
+        if len(self.errors) > before:
+            return ()
+        if rungs[0] <= 0:
+            self._error(f"{_describe(path)}: the finest granularity must be > 0",
+                        self.doc.span((*path, 0)))
+            return ()
+        for k in range(1, len(rungs)):
+            if rungs[k] <= rungs[k - 1] or rungs[k] % rungs[k - 1]:
+                self._error(
+                    f"{_describe(path)}: each granularity must be a larger multiple of the one "
+                    f"before it (finest first), but {rungs[k]} {self.time_unit} follows "
+                    f"{rungs[k - 1]} {self.time_unit}",
+                    self.doc.span((*path, k)),
+                )
+                return ()
+        return tuple(rungs)
 
     def _sink(self, raw: Mapping[str, Any], path: Path, owner: str) -> SinkSpec:
         file_path, fmt = self._file(raw, path, "sink")
@@ -763,6 +836,16 @@ class _SpecBuilder:
         raw = self.doc.value.get("resources")
         if raw is None:
             return ResourcesSpec(span=Span(1, 1, file=self.doc.file))
+        return dataclasses.replace(
+            self._scheduling(raw, path),
+            memory_budget=self._size(raw["memory_budget"], (*path, "memory_budget"))
+            if "memory_budget" in raw
+            else None,
+            cpu_budget=float(raw["cpu_budget"]) if "cpu_budget" in raw else None,
+        )
+
+    def _scheduling(self, raw: Mapping[str, Any], path: Path) -> ResourcesSpec:
+        """The section's scheduler and latency bound (the defaults after an error)."""
         span = self.doc.span(path, key=True)
         scheduler = raw.get("scheduler", DEFAULT_SCHEDULER)
         bounded = scheduler == LATENCY_BOUNDED_SCHEDULER
@@ -787,6 +870,19 @@ class _SpecBuilder:
         if bound is None:
             return ResourcesSpec(span=span)
         return ResourcesSpec(scheduler=scheduler, latency_bound=bound, span=span)
+
+    def _size(self, value: int | str, path: Path) -> int | None:
+        """A size in bytes: an integer, or a number with B, KB, MiB, ... (1 KB = 1000 B, 1 KiB =
+        1024 B); None after reporting why not."""
+        if isinstance(value, int):
+            return value
+        number, unit = _SIZE.match(value).groups()  # the schema checked the pattern
+        size = Fraction(number) * _SIZE_UNITS[unit or "B"]
+        if size.denominator != 1 or size <= 0:
+            self._error(f"{_describe(path)}: '{value.strip()}' is not a whole number of bytes > 0",
+                        self.doc.span(path))
+            return None
+        return int(size)
 
     def _latency_bound(self, value: int | str, path: Path) -> int | None:
         """A latency bound as a whole number of time_unit > 0; None after reporting why not."""

@@ -21,11 +21,13 @@ __all__ = [
     "TIME_UNITS",
     "FieldSpec",
     "PipelineSpec",
+    "QosSpec",
     "QuerySpec",
     "ResourcesSpec",
     "SinkSpec",
     "SourceSpec",
     "StreamSpec",
+    "WindowRange",
 ]
 
 # Length of one unit in nanoseconds; keys are the accepted `time_unit` values.
@@ -104,6 +106,32 @@ class StreamSpec:
 
 
 @dataclass(frozen=True)
+class WindowRange:
+    """The sizes, in time_unit, the resource manager may give a query's Range windows: those on
+    `stream` (a FROM item's name or alias), or every one when `stream` is None."""
+
+    stream: str | None
+    low: int
+    high: int
+
+
+@dataclass(frozen=True)
+class QosSpec:
+    """How far the resource manager may adjust a query (its `qos`; brief-costmodel §4).
+
+    `granularity` is a ladder of time granularities in time_unit, finest first, each dividing
+    the next; the query runs at any rung of it. No ranges: the query is never adjusted."""
+
+    windows: tuple[WindowRange, ...] = ()
+    granularity: tuple[int, ...] = ()
+    span: Span = field(default=Span(), compare=False)
+
+    @property
+    def adjustable(self) -> bool:
+        return bool(self.windows or self.granularity)
+
+
+@dataclass(frozen=True)
 class QuerySpec:
     """A named CQL query. Without a sink it is a view other queries may read by name.
 
@@ -114,6 +142,7 @@ class QuerySpec:
     cql: str
     sink: SinkSpec | None = None
     weight: float = 1.0
+    qos: QosSpec = QosSpec()
     cql_positions: tuple[tuple[int, int], ...] = ()
     span: Span = field(default=Span(), compare=False)
 
@@ -135,6 +164,8 @@ class ResourcesSpec:
 
     scheduler: str = DEFAULT_SCHEDULER
     latency_bound: int | None = None
+    memory_budget: int | None = None  # bytes the deployment's state and queues may take
+    cpu_budget: float | None = None  # cores' worth of the worker's time it may take
     span: Span = field(default=Span(), compare=False)
 
     def __post_init__(self) -> None:

@@ -125,3 +125,20 @@ def test_sources_pause_over_the_queue_budget_and_nothing_is_lost(tmp_path: Path,
     run_pipeline(load_and_compile(reference / "pipeline.yaml"))
     for ref in sorted((reference / "out").glob("*.jsonl")):
         assert (folder / "web-proxy" / "out" / ref.name).read_text() == ref.read_text()
+
+
+def test_qos_ranges_from_the_file_reach_the_catalog(tmp_path: Path, folder: Path) -> None:
+    path = folder / "web-proxy" / "pipeline.yaml"
+    text = path.read_text()
+    anchor = "  domain_load:\n"
+    assert anchor in text
+    path.write_text(text.replace(
+        anchor,
+        anchor + "    qos: {window: {R: [10 s, 1 min]}, granularity: [1 s, 5 s, 10 s]}\n",
+    ))
+    worker = make_worker(tmp_path, folder)
+    worker.reconcile()
+    assert worker.catalog.query("web-proxy", "domain_load").qos == {
+        "window:R": [10_000, 60_000], "granularity": [1_000, 10_000]
+    }
+    assert worker.catalog.query("web-proxy", "commerce_urls").qos == {}  # never adjusted
