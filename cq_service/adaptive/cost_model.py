@@ -25,12 +25,16 @@ import math
 from dataclasses import dataclass
 
 __all__ = [
+    "Constants",
     "Edge",
+    "JoinCpu",
     "aggregate",
+    "aggregate_cpu",
     "aggregate_memory",
     "cross",
     "granularity",
     "group_by",
+    "join_cpu",
     "join_memory",
     "project",
     "select",
@@ -167,3 +171,78 @@ def _some(d: float, k: float, poisson: bool) -> float:
     if poisson or d <= 1:
         return -math.expm1(-k / d)
     return 1 - (1 - 1 / d) ** k
+
+
+@dataclass(frozen=True)
+class Constants:
+    """Seconds (or any one unit) per elementary step, as in the paper: C_P a predicate,
+    C_F building a result, C_T a union's merge step, C_S a window's timestamp change, C_Q a
+    queue operation, C_round a rounding; a join's C_B bucket operation, C_H hash, C_E expiry
+    check, C_R heap operation; an aggregation's C_U update, C_I initialisation, C_O overlap
+    check, C_L list operation."""
+
+    predicate: float = 1.0
+    result: float = 1.0
+    merge: float = 1.0
+    stamp: float = 1.0
+    queue: float = 1.0
+    rounding: float = 1.0
+    bucket: float = 1.0
+    hash: float = 1.0
+    expiry: float = 1.0
+    heap: float = 1.0
+    update: float = 1.0
+    init: float = 1.0
+    overlap: float = 1.0
+    list_op: float = 1.0
+
+
+@dataclass(frozen=True)
+class JoinCpu:
+    """A symmetric join's CPU per unit of application time, by part."""
+
+    insert: float
+    probe: float
+    result: float
+    reorg: float
+
+    @property
+    def total(self) -> float:
+        return self.insert + self.probe + self.result + self.reorg
+
+
+def join_cpu(
+    a: Edge,
+    b: Edge,
+    selectivity: float,
+    c: Constants = Constants(),
+    *,
+    buckets: tuple[int, int] | None = None,
+) -> JoinCpu:
+    """The join's CPU (§3): each arrival is inserted, probes the other side's bucket, builds
+    its results and purges what expired. `buckets` (#B of each side) for a hash join; None is
+    nested loops (one bucket, no hashing)."""
+    arrivals = a.rate + b.rate
+    both = a.rate * b.rate
+    hashing = 0.0 if buckets is None else c.hash
+    ba, bb = buckets or (1, 1)
+    return JoinCpu(
+        insert=arrivals * (hashing + c.bucket + c.heap),
+        probe=both * (b.l / bb + a.l / ba) * c.predicate + arrivals * hashing,
+        result=selectivity * (a.l + b.l) * both * c.result,
+        reorg=arrivals * (2 * c.expiry + c.bucket + c.heap),
+    )
+
+
+def aggregate_cpu(e: Edge, c: Constants = Constants(), *, poisson: bool = False) -> float:
+    """A scalar aggregation's CPU (§3): updating the partial aggregates an element overlaps,
+    starting new ones, and emitting and dropping those that ended."""
+    if e.rate == 0:
+        return 0.0
+    out = aggregate(e, poisson=poisson)
+    if e.d < e.l:
+        update = e.l / (e.d * e.g) * _some(e.d, e.g, poisson) * (c.overlap + c.update)
+        new = c.list_op / e.d + c.init / (2 * e.d)
+    else:
+        update, new = 0.0, (c.list_op + c.init) / e.d
+    return update + new + (c.overlap + c.list_op) / out.d + c.overlap / e.d

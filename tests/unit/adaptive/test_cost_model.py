@@ -85,3 +85,32 @@ def test_several_elements_per_time_unit_use_the_poisson_form():
     sparse = time_window(source(50.0), 6_000)
     exact, poisson = aggregate_memory(sparse), aggregate_memory(sparse, poisson=True)
     assert abs(exact - poisson) <= 2
+
+
+def test_join_cpu_halves_with_the_windows_and_quarters_with_shedding():
+    """Halving both windows halves probe and result costs (nested loops: no hashing);
+    dropping half of each input quarters them (brief §6)."""
+    from cq_service.adaptive.cost_model import join_cpu
+
+    full = time_window(source(10.0), 10_000)
+    half = time_window(source(10.0), 5_000)
+    shed = time_window(select(source(10.0), 0.5), 10_000)
+    f, h, s = (join_cpu(x, x, 0.02) for x in (full, half, shed))
+    assert h.probe / f.probe == pytest.approx(0.5, abs=0.01)
+    assert h.result / f.result == pytest.approx(0.5, abs=0.01)
+    assert s.probe / f.probe == pytest.approx(0.25) and s.result / f.result == pytest.approx(0.25)
+    assert h.insert == f.insert and s.insert == f.insert / 2  # per arrival, whatever the window
+    hashed = join_cpu(full, full, 0.02, buckets=(100, 100))
+    assert hashed.probe < f.probe / 50  # a bucket holds a hundredth of the window
+    assert f.total == f.insert + f.probe + f.result + f.reorg
+
+
+def test_aggregate_cpu_falls_with_a_coarser_granularity():
+    from cq_service.adaptive.cost_model import Constants, aggregate_cpu
+
+    w = time_window(source(50.0), 6_000)
+    costs = [aggregate_cpu(granularity(w, g) if g > 1 else w) for g in (1, 100, 500)]
+    assert costs[0] > costs[1] > costs[2] > 0
+    only_updates = Constants(**{k: 0.0 for k in Constants.__dataclass_fields__} | {"update": 1.0})
+    # per unit of time: 1/d elements, each updating ~ the aggregates it overlaps
+    assert aggregate_cpu(w, only_updates) == pytest.approx(6_001 / 50 * (1 / 50))
