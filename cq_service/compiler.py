@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from cq_service.cql import ast
-from cq_service.cql.binder import UNIT_NS, BoundQuery, Catalog, bind_query
+from cq_service.cql.binder import BoundQuery, Catalog, bind_query, duration_units
 from cq_service.cql.logical import Field, Source
 from cq_service.cql.parser import parse_query
 from cq_service.errors import CQError, CQLError, Span, SpecError
@@ -143,9 +143,7 @@ def _qos_errors(q: QuerySpec, query: ast.Query, spec: PipelineSpec) -> list[CQEr
     for ref in refs:
         w = ref.window
         if isinstance(w, ast.RangeWindow) and w.size is not None and not w.now:
-            d = w.size
-            size = d.amount * UNIT_NS[d.unit] // spec.time_unit_ns if d.unit else d.amount
-            windows.append((ref.alias or ref.name, size))
+            windows.append((ref.alias or ref.name, duration_units(w.size, spec.time_unit_ns)))
             for name in (ref.name, ref.alias or ref.name):
                 sized[name.lower()] = windows[-1]
     out: list[CQError] = []

@@ -53,7 +53,7 @@ from cq_service.cql.scope import Scope
 from cq_service.errors import CQLError, Span
 from cq_service.types import DataType
 
-__all__ = ["BoundQuery", "Catalog", "bind_query"]
+__all__ = ["BoundQuery", "Catalog", "bind_query", "duration_units"]
 
 T = DataType
 
@@ -65,6 +65,18 @@ UNIT_NS = {
     "day": 86_400_000_000_000,
 }
 
+
+
+def duration_units(d: ast.Duration, time_unit_ns: int) -> int:
+    """A CQL duration in the pipeline's time unit (a number without a unit is already in it)."""
+    if d.unit is None:
+        return d.amount
+    ns = d.amount * UNIT_NS[d.unit]
+    if ns % time_unit_ns:
+        raise CQLError(
+            f"{d.amount} {d.unit}(s) is not a whole number of the pipeline's time unit", d.span
+        )
+    return ns // time_unit_ns
 
 @dataclass(frozen=True)
 class BoundQuery:
@@ -366,15 +378,7 @@ class _QueryBinder:
         return WindowSpec("range", size=size, slide=slide, where=where)
 
     def _duration(self, d: ast.Duration) -> int:
-        if d.unit is None:
-            return d.amount
-        ns = d.amount * UNIT_NS[d.unit]
-        tu = self.catalog.time_unit_ns
-        if ns % tu:
-            raise CQLError(
-                f"{d.amount} {d.unit}(s) is not a whole number of the pipeline's time unit", d.span
-            )
-        return ns // tu
+        return duration_units(d, self.catalog.time_unit_ns)
 
     # -- joins --------------------------------------------------------------------------------
 

@@ -725,30 +725,31 @@ class _SpecBuilder:
         )
 
     def _qos(self, raw: Mapping[str, Any], path: Path) -> QosSpec:
-        windows: list[WindowRange] = []
-        if "window" in raw:
-            value = raw["window"]
-            if isinstance(value, list):
-                span = self.doc.span((*path, "window"))
-                if (r := self._range(value, (*path, "window"), span)) is not None:
-                    windows.append(WindowRange(None, *r))
-            elif not value:
-                self._error(f"{_describe((*path, 'window'))}: name at least one FROM item",
-                            self.doc.span((*path, "window")))
-            for name, bounds in (value.items() if isinstance(value, dict) else ()):
-                where = (*path, "window", name)
-                if not isinstance(bounds, list):
-                    self._error(f"{_describe(where)} must be a range [min, max]",
-                                self.doc.span(where))
-                elif (r := self._range(bounds, where, self.doc.span(where))) is not None:
-                    windows.append(WindowRange(str(name), *r))
+        value = raw.get("window")
+        where: Path = (*path, "window")
+        if isinstance(value, dict) and not value:
+            self._error(f"{_describe(where)}: name at least one FROM item", self.doc.span(where))
+        ranges: list[tuple[str | None, Path, Any]] = []  # (FROM item, None: all; path; range)
+        if isinstance(value, list):
+            ranges = [(None, where, value)]
+        elif isinstance(value, dict):
+            ranges = [(str(k), (*where, k), v) for k, v in value.items()]
+        windows = [
+            WindowRange(stream, *r)
+            for stream, at, bounds in ranges
+            if (r := self._range(bounds, at)) is not None
+        ]
         ladder: tuple[int, ...] = ()
         if "granularity" in raw:
             ladder = self._ladder(raw["granularity"], (*path, "granularity"))
         return QosSpec(tuple(windows), ladder, span=self.doc.span(path, key=True))
 
-    def _range(self, value: list[Any], path: Path, span: Span) -> tuple[int, int] | None:
+    def _range(self, value: Any, path: Path) -> tuple[int, int] | None:
         """[min, max] of window sizes in time_unit, 0 < min <= max; None after an error."""
+        span = self.doc.span(path)
+        if not isinstance(value, list):
+            self._error(f"{_describe(path)} must be a range [min, max]", span)
+            return None
         if len(value) != 2:
             self._error(f"{_describe(path)} must be a range [min, max], got {len(value)} values",
                         span)
