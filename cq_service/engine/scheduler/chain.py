@@ -49,8 +49,8 @@ class Chain(PriorityPolicy):
     def priorities(self, paths: list[list[Operator]]) -> dict[int, float]:
         out: dict[int, float] = {}
         on_streams: set[int] = set()  # operators on some stream's path
-        for path in sorted(paths, key=self._from_relation):  # streams' paths first
-            relation = self._from_relation(path)
+        origins = [(self._from_relation(path), path) for path in paths]
+        for relation, path in sorted(origins, key=lambda o: o[0]):  # streams' paths first
             for op, p in zip(path, chain_priorities(self.chart(path)), strict=True):
                 if relation and id(op) in on_streams:
                     continue

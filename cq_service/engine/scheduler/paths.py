@@ -23,10 +23,13 @@ def queue_readers(operators: list[Operator]) -> dict[int, list[Operator]]:
     return readers
 
 
-def operator_paths(operators: list[Operator]) -> list[list[Operator]]:
+def operator_paths(
+    operators: list[Operator], readers: dict[int, list[Operator]] | None = None
+) -> list[list[Operator]]:
     """Each leaf-to-root path, without its source: the operators a source's element passes
-    through, in order. Operators with no producer in the plan start paths of their own."""
-    readers = queue_readers(operators)
+    through, in order. Operators with no producer in the plan start paths of their own.
+    `readers` is `queue_readers(operators)`, if the caller has it already."""
+    readers = queue_readers(operators) if readers is None else readers
     produced = {id(op.output) for op in operators}
     starts: list[Operator] = []
     for op in operators:

@@ -29,6 +29,8 @@ class PriorityPolicy(ABC):
         self.statistics = statistics or OperatorStatistics()
         self.priority: dict[int, float] = {}
         self.paths: list[list[Operator]] = []
+        self.shared: list[list[Operator]] = []  # the readers of each queue read by several
+        self._co_readers: dict[int, list[Operator]] = {}  # op -> readers of its shared queues
         self._operators: list[Operator] = []
         self._order: dict[int, int] = {}
         self._calls = 0
@@ -41,9 +43,10 @@ class PriorityPolicy(ABC):
     def attach(self, operators: list[Operator]) -> None:
         self._operators = operators
         self._order = {id(op): k for k, op in enumerate(operators)}
-        self.paths = operator_paths(operators)
-        self.shared = [g for g in queue_readers(operators).values() if len(g) > 1]
-        self._co_readers: dict[int, list[Operator]] = {}  # op -> readers of its shared queues
+        readers = queue_readers(operators)
+        self.paths = operator_paths(operators, readers)
+        self.shared = [g for g in readers.values() if len(g) > 1]
+        self._co_readers = {}
         for group in self.shared:
             for op in group:
                 mates = self._co_readers.setdefault(id(op), [])
