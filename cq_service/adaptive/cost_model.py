@@ -40,7 +40,6 @@ __all__ = [
     "select",
     "source",
     "time_window",
-    "tuple_window_memory",
     "union",
 ]
 
@@ -152,11 +151,6 @@ def aggregate_memory(e: Edge, size: float = 1, *, poisson: bool = False) -> floa
     if e.d >= e.l:
         return size
     return math.ceil(e.l / e.g * _some(e.d, e.g, poisson)) * size
-
-
-def tuple_window_memory(count: int, size: float = 1) -> float:
-    """A [Rows c] window keeps its last c elements."""
-    return count * size
 
 
 def _kept(own: Edge, other: Edge) -> float:
