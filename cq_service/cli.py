@@ -13,7 +13,7 @@ from pathlib import Path
 import typer
 
 from cq_service.catalog.cli import catalog_app, relation_app
-from cq_service.errors import CQError
+from cq_service.errors import AdjustmentError, CQError
 
 __all__ = ["app", "main"]
 
@@ -76,9 +76,15 @@ def run(
         None, help="chain_bounded's bound on waiting time, in milliseconds"
     ),
     batch_rows: int = typer.Option(65_536, help="rows per source read and per operator step"),
+    adjustments: Path | None = typer.Option(
+        None,
+        help="a window-adjustment log (JSON lines, as the worker records it) to replay, "
+        "so the run gives the results the deployment gave",
+    ),
 ) -> None:
     """Run a pipeline until every source is exhausted, then flush the sinks."""
     from cq_service.compiler import load_and_compile
+    from cq_service.engine.adjust import read_log
     from cq_service.engine.scheduler import policy as make_policy
     from cq_service.runner import run_pipeline
 
@@ -92,13 +98,20 @@ def run(
         bound = None if latency_bound is None else latency_bound / 1000
         if policy is not None:
             make_policy(policy, bound)  # an unknown name or a missing bound: exit 2 below
-    except ValueError as e:
+        log = read_log(adjustments) if adjustments is not None else []
+    except AdjustmentError as e:
+        typer.echo(f"error: {e.render()}", err=True)
+        raise typer.Exit(2) from None
+    except (OSError, ValueError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
     try:
         report = run_pipeline(
-            compiled, policy=policy, latency_bound=bound, batch_rows=batch_rows
+            compiled, policy=policy, latency_bound=bound, batch_rows=batch_rows, adjustments=log
         )
+    except AdjustmentError as e:
+        typer.echo(f"error: {e.render()}", err=True)
+        raise typer.Exit(2) from None
     except CQError as e:
         typer.echo(f"error: {e.render()}", err=True)
         raise typer.Exit(1) from None

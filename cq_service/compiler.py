@@ -17,6 +17,7 @@ from cq_service.cql.logical import Field, Source
 from cq_service.cql.parser import parse_query
 from cq_service.errors import CQError, CQLError, Span, SpecError
 from cq_service.plan.columns import prune_source_columns
+from cq_service.plan.knobs import adjustable_windows
 from cq_service.plan.physical import PhysicalNode, PhysicalPlan
 from cq_service.plan.planner import plan_queries
 from cq_service.spec import load_pipeline
@@ -59,9 +60,12 @@ def compile_pipeline(spec: PipelineSpec) -> CompiledPipeline:
         except CQLError as e:
             errors.append(_in_file(e, q, spec))
             continue
+        qos_errors = _qos_errors(q, parsed[name], spec)
+        errors.extend(qos_errors)
+        if not qos_errors:
+            bq = replace(bq, plan=adjustable_windows(bq.plan, name, q.qos))
         bound[name] = bq
         catalog.views[name.lower()] = bq
-        errors.extend(_qos_errors(q, parsed[name], spec))
     if errors:
         errors.sort(key=lambda e: (e.span.line, e.span.col) if e.span else (0, 0))
         raise SpecErrors(errors, file=spec.path)

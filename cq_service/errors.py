@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["CQError", "CQLError", "EngineError", "Span", "SpecError"]
+__all__ = ["AdjustmentError", "CQError", "CQLError", "EngineError", "Span", "SpecError"]
 
 
 @dataclass(frozen=True)
@@ -84,3 +84,8 @@ class CQLError(CQError):
 
 class EngineError(CQError):
     """A failure while running a pipeline."""
+
+
+class AdjustmentError(CQError):
+    """A window adjustment that cannot be made: no such query or window, a value out of range,
+    an instant already past, or a malformed line of an adjustment log."""

@@ -12,6 +12,7 @@ import pyarrow as pa
 import cq_service.catalog  # noqa: F401 - registers the catalog source of stored relations
 from cq_service.compiler import CompiledPipeline
 from cq_service.cql.logical import Source
+from cq_service.engine.adjust import Adjustment
 from cq_service.engine.build import SourceOptions, build_executor
 from cq_service.engine.executor import Executor
 from cq_service.engine.scheduler import policy as make_policy
@@ -75,13 +76,17 @@ def run_pipeline(
     latency_bound: float | None = None,
     batch_rows: int = 65_536,
     observer: SinkObserver | None = None,
+    adjustments: Sequence[Adjustment] = (),
+    after_step: Callable[[Executor], None] | None = None,
 ) -> RunReport:
     """Run a compiled pipeline on its files until every source is exhausted.
 
     `policy` (with `latency_bound` in seconds for chain_bounded) overrides the pipeline's
     `resources.scheduler`. Each operator runs at most `batch_rows` elements per step.
     `observer(query, ts)`, if given, is called after each write to a query's sink with the
-    timestamps written (the benchmark measures latency with it)."""
+    timestamps written (the benchmark measures latency with it). `adjustments` (a worker's
+    log) are replayed at their instants; `after_step(executor)` is called after every step.
+    The changes made are in `report.executor.adjustments`."""
     spec = compiled.spec
     if policy is None:
         policy, latency_bound = scheduler_of(spec)
@@ -114,7 +119,8 @@ def run_pipeline(
     )
     start = time.perf_counter()
     try:
-        executor.run()
+        executor.replay(list(adjustments))
+        executor.run(after_step)
     finally:
         for r in readers.values():
             r.close()

@@ -332,7 +332,11 @@ class _QueryBinder:
         if op.is_stream:
             unwindowed = fi.window is None
             spec = self._window(fi.window, op, alias, fi.span) if fi.window else WindowSpec("unbounded")
-            return _FromItem(WindowOp(op, spec, fi.span), alias, unwindowed, fi.span)
+            names = (alias,) if alias else ()
+            if isinstance(fi, ast.TableRef) and fi.name != alias:
+                names += (fi.name,)
+            window = WindowOp(op, spec, fi.span, names)
+            return _FromItem(window, alias, unwindowed, fi.span)
         if fi.window is not None:
             raise CQLError(
                 f"'{alias or 'subquery'}' is a relation; windows apply to streams only", fi.window.span

@@ -11,7 +11,7 @@ a join: the left schema followed by the right schema).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal as Lit
 
 from cq_service.errors import Span
@@ -42,6 +42,7 @@ __all__ = [
     "WindowOp",
     "WindowSpec",
     "children",
+    "with_children",
 ]
 
 NO_SPAN = Span()
@@ -161,6 +162,10 @@ class WindowSpec:
     kind ``rows``: the last `n` tuples (per partition when `partition_by` is set);
     ``range``: tuples with timestamp in [τ − size, τ], refreshed at multiples of `slide` when
     set; ``unbounded``: everything so far. `where` filters tuples before the window cutoff.
+
+    `granularity` g > 1 (Range only) is the granularity operator Γ(g) on the window's output:
+    each tuple's validity interval [s, e) is rounded inward to [⌈s/g⌉·g, ⌊e/g⌋·g) and dropped
+    when that is empty, so the relation changes only at multiples of g (docs/resources.md).
     """
 
     kind: Lit["rows", "range", "unbounded"]
@@ -169,15 +174,23 @@ class WindowSpec:
     slide: int | None = None
     partition_by: tuple[int, ...] = ()
     where: BExpr | None = None
+    granularity: int = 1
 
 
 @dataclass(frozen=True)
 class WindowOp:
-    """Stream -> relation."""
+    """Stream -> relation.
+
+    `names` are the FROM item's alias and name (what a query's qos.window may call it).
+    `owner` is the query whose QoS lets the resource manager change this window's size and
+    granularity at run time; such a window is never shared with another query's plan, since
+    adjusting it must not change anyone else's results."""
 
     input: LogicalOp
     window: WindowSpec
     span: Span = field(default=NO_SPAN, compare=False)
+    names: tuple[str, ...] = field(default=(), compare=False)
+    owner: str | None = None
 
     @property
     def schema(self) -> tuple[Field, ...]:
@@ -417,3 +430,16 @@ def children(op: LogicalOp) -> tuple[LogicalOp, ...]:
     if isinstance(op, Aggregate) and op.clock is not None:
         return (op.input, op.clock)
     return (op.input,)  # type: ignore[union-attr]
+
+
+def with_children(op: LogicalOp, new: tuple[LogicalOp, ...]) -> LogicalOp:
+    """`op` reading `new` (in `children` order) instead of its inputs."""
+    if isinstance(op, Source):
+        return op
+    if isinstance(op, Join | MarkJoin | SetOperation):
+        return replace(op, left=new[0], right=new[1])
+    if isinstance(op, Clock):
+        return replace(op, inputs=new)
+    if isinstance(op, Aggregate) and op.clock is not None:
+        return replace(op, input=new[0], clock=new[1])
+    return replace(op, input=new[0])  # type: ignore[call-arg]

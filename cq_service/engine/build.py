@@ -132,7 +132,9 @@ def _window(op: L.WindowOp, name, ins, out, **_) -> Operator:
         if w.partition_by:
             return PartitionRowsWindow(name, ins, out, w.n, w.partition_by, w.where)  # type: ignore[arg-type]
         return RowsWindow(name, ins, out, w.n, w.where)  # type: ignore[arg-type]
-    return RangeWindow(name, ins, out, w.size, w.slide, w.where)  # type: ignore[arg-type]
+    return RangeWindow(
+        name, ins, out, w.size, w.slide, w.where, w.granularity, op.owner, op.names  # type: ignore[arg-type]
+    )
 
 
 def _mark_join(op: L.MarkJoin, name, ins, out, **_) -> Operator:

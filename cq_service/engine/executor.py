@@ -18,7 +18,9 @@ budget while a burst arrives (Chain assumes operators run one time unit at a tim
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
+from cq_service.engine.adjust import Adjustment, adjust, replay
 from cq_service.engine.memory import MemoryMonitor
 from cq_service.engine.operators.base import NEVER, Operator
 from cq_service.engine.operators.sink import SinkOperator
@@ -44,6 +46,7 @@ class Executor:
         self.budget = budget
         self.step_seconds = step_seconds
         self.steps = 0
+        self.adjustments: list[Adjustment] = []  # every change made, in order
         self._clock = NEVER
         self.replace_plan(operators, queues)
 
@@ -65,6 +68,19 @@ class Executor:
         """Schedule with `policy` from the next step on (results do not change)."""
         self.policy = policy
         policy.attach(self.operators)
+
+    def adjust(
+        self, query: str, knob: str, value: int, *, at: int | None = None, reason: str = ""
+    ) -> list[Adjustment]:
+        """Change a window knob of `query` (engine/adjust.py); the changes are also appended
+        to `adjustments`."""
+        made = adjust(self.operators, query, knob, value, at=at, reason=reason)
+        self.adjustments.extend(made)
+        return made
+
+    def replay(self, records: list[Adjustment]) -> None:
+        """Make the changes of an earlier run's log at the same instants (before running)."""
+        self.adjustments.extend(replay(self.operators, records))
 
     def step(self, op: Operator) -> None:
         """Run `op` for one budget, timing it (the priority policies learn costs from it)."""
@@ -108,8 +124,10 @@ class Executor:
         """Elements waiting in queues (the live worker pauses its sources above a budget)."""
         return sum(q.rows for q in self.queues)
 
-    def run(self) -> None:
-        """Run until every source is exhausted and every queue drained; then flush sinks."""
+    def run(self, after_step: Callable[[Executor], None] | None = None) -> None:
+        """Run until every source is exhausted and every queue drained; then flush sinks.
+        `after_step(self)`, if given, is called after every step (a test adjusts windows
+        from it)."""
         self.memory.sample()
         while True:
             op = self.policy.choose(self.operators)
@@ -118,6 +136,8 @@ class Executor:
                     break
                 continue
             self.step(op)
+            if after_step is not None:
+                after_step(self)
             if isinstance(op, SourceOperator):
                 self._advance_clock()
         for sink in self.sinks:

@@ -23,20 +23,15 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from cq_service.cql.logical import (
-    Aggregate,
-    Clock,
     ColRef,
     Filter,
-    Join,
     LogicalOp,
-    MarkJoin,
     Project,
     RelToStream,
-    SetOperation,
-    Source,
     WindowOp,
     WindowSpec,
     children,
+    with_children,
 )
 
 __all__ = ["simplify"]
@@ -47,7 +42,7 @@ def simplify(op: LogicalOp) -> LogicalOp:
     kids = children(op)
     new = tuple(simplify(c) for c in kids)
     if new != kids:
-        op = _with_children(op, new)
+        op = with_children(op, new)
     if isinstance(op, Project) and _identity(op):
         return op.input
     if isinstance(op, RelToStream) and op.op in ("rstream", "istream"):
@@ -81,15 +76,3 @@ def _without_window(op: LogicalOp, drops: Callable[[WindowSpec], bool]) -> Logic
     if isinstance(op, WindowOp) and drops(op.window):
         return op.input if op.input.is_stream else None
     return None
-
-
-def _with_children(op: LogicalOp, new: tuple[LogicalOp, ...]) -> LogicalOp:
-    if isinstance(op, Source):
-        return op
-    if isinstance(op, Join | MarkJoin | SetOperation):
-        return replace(op, left=new[0], right=new[1])
-    if isinstance(op, Clock):
-        return replace(op, inputs=new)
-    if isinstance(op, Aggregate) and op.clock is not None:
-        return replace(op, input=new[0], clock=new[1])
-    return replace(op, input=new[0])  # type: ignore[call-arg]

@@ -1,24 +1,41 @@
-"""`[Range T]`, `[Now]` and `[Range T Slide L]`.
+"""`[Range T]`, `[Now]` and `[Range T Slide L]`, with granularity Γ(g) and run-time changes.
 
 Every admitted tuple has an entry and an exit instant: for `[Range T]` it enters at its
 timestamp t and leaves at t + T + 1; with `Slide L` it enters at the first multiple of L ≥ t and
-leaves at the first multiple of L > t + T. Both are non-decreasing in t, so pending entries and
-exits are two FIFO queues, released as the input's time moves past them.
+leaves at the first multiple of L > t + T. Γ(g) rounds that interval inward to multiples of g
+and drops it when nothing is left (brief-costmodel §1).
+
+The size and granularity may change at run time (`adjust`): a change applies to tuples with a
+timestamp from its `since` on, while tuples already admitted keep the interval they were given.
+The tuples of one setting (a phase) have non-decreasing entry and exit instants, so each phase's
+pending entries and exits are two FIFO queues, released as the input's time moves past them;
+the phases' releases are merged in time order.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
 
 import numpy as np
 
 from cq_service.cql.logical import BExpr
 from cq_service.engine.batch import Batch, merge_ticks
 from cq_service.engine.consolidate import unique_sorted
+from cq_service.engine.operators.base import NEVER
 from cq_service.engine.operators.window_base import WindowOperator
 from cq_service.engine.queues import Queue, QueueReader
 
-__all__ = ["RangeWindow"]
+__all__ = ["RangeWindow", "WindowSetting"]
+
+
+@dataclass(frozen=True)
+class WindowSetting:
+    """The size and granularity given to tuples with a timestamp ≥ `since`."""
+
+    since: int
+    size: int
+    granularity: int = 1
 
 
 class _Timeline:
@@ -56,6 +73,37 @@ class _Timeline:
         return out
 
 
+class _Phase:
+    """The tuples admitted under one setting: their pending entries and exits."""
+
+    def __init__(self, setting: WindowSetting) -> None:
+        self.setting = setting
+        self.enter = _Timeline()
+        self.leave = _Timeline()
+
+    @property
+    def rows(self) -> int:
+        return self.enter.rows + self.leave.rows
+
+    def add(self, batch: Batch, slide: int | None) -> None:
+        t = batch.ts
+        size, g = self.setting.size, self.setting.granularity
+        if slide is None:
+            enter, leave = t, t + size + 1
+        else:
+            enter = -((-t) // slide) * slide
+            leave = ((t + size) // slide + 1) * slide
+        if g > 1:
+            enter = -((-enter) // g) * g
+            leave = (leave // g) * g
+        live = enter < leave
+        if not live.all():
+            batch = batch.filter(live)
+            enter, leave = enter[live], leave[live]
+        self.enter.add(batch, enter)
+        self.leave.add(batch, leave)
+
+
 class RangeWindow(WindowOperator):
     kind = "range window"
 
@@ -67,42 +115,109 @@ class RangeWindow(WindowOperator):
         size: int,
         slide: int | None,
         where: BExpr | None,
+        granularity: int = 1,
+        owner: str | None = None,
+        names: tuple[str, ...] = (),
     ):
         super().__init__(name, inputs, output, where)
-        self.size = size
         self.slide = slide
-        self._enter = _Timeline()  # only used with a slide
-        self._leave = _Timeline()
+        self.owner = owner  # the query whose QoS lets it be adjusted (None: fixed)
+        self.names = names  # the FROM item's alias and name
+        self.seen = NEVER  # the largest timestamp admitted or heartbeat received
+        self._phases = [_Phase(WindowSetting(NEVER, size, granularity))]
+
+    @property
+    def setting(self) -> WindowSetting:
+        """The latest setting (it may start in the future)."""
+        return self._phases[-1].setting
+
+    @property
+    def size(self) -> int:
+        return self.setting.size
+
+    @property
+    def granularity(self) -> int:
+        return self.setting.granularity
 
     def describe(self) -> str:
         s = f"range window [Range {self.size}"
-        return s + (f" Slide {self.slide}]" if self.slide else "]")
+        s += f" Slide {self.slide}]" if self.slide else "]"
+        return s + (f" Γ({self.granularity})" if self.granularity > 1 else "")
 
     def state_size(self) -> tuple[int, int]:
-        return self._enter.rows + self._leave.rows, self._enter.nbytes + self._leave.nbytes
+        rows = nbytes = 0
+        for p in self._phases:
+            rows += p.rows
+            nbytes += p.enter.nbytes + p.leave.nbytes
+        return rows, nbytes
+
+    # -- run-time changes -----------------------------------------------------------------------
+
+    def earliest_change(self, granularity: int | None = None) -> int:
+        """The first instant a change can apply from: after every tuple already admitted and
+        after pending changes; a change to a finer granularity waits for an instant of the
+        current (coarser) one, so a granule in progress is finished at its own granularity."""
+        at = max(self.seen + 1, self.setting.since)
+        g = self.granularity
+        if granularity is not None and granularity < g and self.seen != NEVER:
+            at = -((-at) // g) * g
+        return at
+
+    def adjust(
+        self, *, size: int | None = None, granularity: int | None = None, at: int | None = None
+    ) -> WindowSetting:
+        """Give tuples with a timestamp ≥ `at` (default: `earliest_change`) a new size and/or
+        granularity; returns the new setting. Raises ValueError for a value below 0 or 1, or
+        an `at` before `earliest_change()`."""
+        cur = self.setting
+        size = cur.size if size is None else size
+        granularity = cur.granularity if granularity is None else granularity
+        if size < 0 or granularity < 1:
+            raise ValueError(f"window size {size} or granularity {granularity} out of range")
+        earliest = self.earliest_change(granularity)
+        if at is None:
+            at = earliest
+        elif at < earliest:
+            raise ValueError(
+                f"{self.name}: a change from instant {at} is too early; tuples up to {self.seen} "
+                f"are admitted and changes are pending to {self.setting.since}"
+            )
+        if at == cur.since or (self.seen == NEVER and at == earliest):
+            # No tuple has been admitted under `cur`, nor can one be before `at`: replace it.
+            self._phases[-1].setting = WindowSetting(cur.since, size, granularity)
+            return self._phases[-1].setting
+        new = WindowSetting(at, size, granularity)
+        self._phases.append(_Phase(new))
+        return new
+
+    # -- processing -----------------------------------------------------------------------------
 
     def on_batch(self, batch: Batch) -> None:
         ticks = batch.ticks
         adm = self.admit(batch)
         upto = int(batch.ts[-1]) if len(batch) else None
-        if len(adm):
-            t = adm.ts
-            if self.slide is None:
-                self._leave.add(adm, t + self.size + 1)
-                self._flush(upto, ticks, inserted=adm)
-                return
-            L = self.slide
-            enter = -((-t) // L) * L
-            leave = ((t + self.size) // L + 1) * L
-            live = enter < leave
-            if not live.all():
-                adm = adm.filter(live)
-                enter, leave = enter[live], leave[live]
-            self._enter.add(adm, enter)
-            self._leave.add(adm, leave)
+        if upto is not None:
+            self.seen = max(self.seen, upto)
+        if not len(adm):
+            self._flush(upto, ticks)
+            return
+        phases = self._phases
+        if len(phases) == 1 and self.slide is None and self.granularity == 1:
+            # One setting, no rounding: tuples enter at their own timestamp.
+            phases[0].leave.add(adm, adm.ts + self.size + 1)
+            self._flush(upto, ticks, inserted=adm)
+            return
+        start = 0
+        for k, phase in enumerate(phases):
+            nxt = phases[k + 1].setting.since if k + 1 < len(phases) else None
+            stop = len(adm) if nxt is None else int(np.searchsorted(adm.ts, nxt, side="left"))
+            if stop > start:
+                phase.add(adm.slice(start, stop), self.slide)
+            start = stop
         self._flush(upto, ticks)
 
     def on_heartbeat(self, ts: int) -> None:
+        self.seen = max(self.seen, ts)
         self._flush(ts, np.empty(0, dtype=np.int64))
 
     def _flush(self, upto: int | None, ticks: np.ndarray, inserted: Batch | None = None) -> None:
@@ -110,10 +225,12 @@ class RangeWindow(WindowOperator):
         if inserted is not None:
             parts.append(inserted)
         if upto is not None:
-            for b, at in self._enter.take_until(upto):
-                parts.append(Batch(b.columns, at, np.ones(len(b), np.int64)))
-            for b, at in self._leave.take_until(upto):
-                parts.append(Batch(b.columns, at, -np.ones(len(b), np.int64)))
+            for phase in self._phases:
+                for b, at in phase.enter.take_until(upto):
+                    parts.append(Batch(b.columns, at, np.ones(len(b), np.int64)))
+                for b, at in phase.leave.take_until(upto):
+                    parts.append(Batch(b.columns, at, -np.ones(len(b), np.int64)))
+            self._retire()
         if not parts:
             if len(ticks):
                 self.emit(self.empty(ticks))
@@ -124,3 +241,8 @@ class RangeWindow(WindowOperator):
         changes = unique_sorted(out.ts)
         self.emit(out.with_ticks(merge_ticks(ticks, changes)))
 
+    def _retire(self) -> None:
+        """Drop phases that hold nothing and that no future tuple belongs to."""
+        phases = self._phases
+        while len(phases) > 1 and phases[0].rows == 0 and phases[1].setting.since <= self.seen:
+            phases.pop(0)

@@ -511,3 +511,153 @@ def test_slide_flush_at_one_boundary_emits_enters_then_leaves():
     out = h.feed(B((2, C), (3, D)), B((4, E)), 10)
     at4 = [(row, w) for ts, row, w in out.elements if ts == 4]
     assert at4 == [(D, 1), (E, 1), (Bb, -1), (C, -1)]  # B, C entered at 2; D (t=3) at 4
+
+
+# -- Γ and run-time changes (docs/resources.md) ------------------------------------------------
+
+
+def _interval(t: int, size: int, g: int, slide: int | None) -> tuple[int, int]:
+    """The definition: [t, t + T + 1) (with a slide, from the first multiple of L ≥ t to the
+    first multiple > t + T), rounded inward to multiples of g."""
+    if slide is None:
+        s, e = t, t + size + 1
+    else:
+        s = next(m for m in range(t, t + slide + 1) if m % slide == 0)
+        e = next(m for m in range(t + size + 1, t + size + slide + 2) if m % slide == 0)
+    s = next(m for m in range(s, s + g) if m % g == 0)
+    e = e - e % g
+    return s, e
+
+
+@pytest.mark.parametrize("slide", [None, 4])
+@pytest.mark.parametrize("g", [1, 3, 5])
+def test_granularity_rounds_validity_inward(g, slide):
+    rng = np.random.default_rng(g * 10 + (slide or 0))
+    ts = np.sort(rng.integers(0, 60, size=80)).tolist()
+    elems = [(t, (k, "x")) for k, t in enumerate(ts)]
+    size = 7
+    h = Harness(lambda n, i, o: RangeWindow(n, i, o, size, slide, None, granularity=g))
+    for k in range(0, len(elems), 11):
+        h.feed(B(*elems[k : k + 11]))
+    out = h.feed(100)
+    for tau in range(0, 101):
+        want = Counter(
+            row for t, row in elems if (iv := _interval(t, size, g, slide))[0] <= tau < iv[1]
+        )
+        assert out.at(tau) == want, tau
+    if g > 1:
+        assert all(t % g == 0 for t, _, _ in out.elements)  # changes only at multiples of g
+
+
+def test_granularity_drops_intervals_it_rounds_to_nothing():
+    h = Harness(lambda n, i, o: RangeWindow(n, i, o, 2, None, None, granularity=10))
+    out = h.feed(B((3, A), (10, Bb)), 30)  # A: [3, 6) -> [10, 0): dropped; Bb: [10, 13) -> [10, 10)
+    assert out.elements == []
+    assert h.op.state_size() == (0, 0)
+
+
+def test_window_change_keeps_stored_expiries_and_gives_new_tuples_the_new_size():
+    h = Harness(range_w(10))
+    h.feed(B((1, A), (2, Bb)))
+    setting = h.op.adjust(size=3)
+    assert setting.since == 3  # after everything admitted
+    out = h.feed(B((3, C), (4, D)), 40)
+    assert out.changes()[12] == Counter({A: -1})  # 1 + 10 + 1: kept its size
+    assert out.changes()[7] == Counter({C: -1})  # 3 + 3 + 1: the new size
+    assert out.changes()[8] == Counter({D: -1})
+    assert out.changes()[13] == Counter({Bb: -1})
+    assert h.op.state_size() == (0, 0)
+
+
+def test_window_change_waits_for_the_rest_of_an_instant():
+    """Tuples of the instant already seen keep the old size even when they arrive after."""
+    h = Harness(range_w(10))
+    h.feed(B((5, A)))
+    assert h.op.adjust(size=2).since == 6
+    out = h.feed(B((5, Bb), (6, C)), 40)
+    assert out.changes()[16] == Counter({A: -1, Bb: -1})
+    assert out.changes()[9] == Counter({C: -1})
+
+
+def test_change_to_a_finer_granularity_waits_for_a_coarse_instant():
+    h = Harness(lambda n, i, o: RangeWindow(n, i, o, 20, None, None, granularity=10))
+    h.feed(B((12, A)))
+    assert h.op.earliest_change(granularity=1) == 20
+    assert h.op.earliest_change(granularity=100) == 13  # coarser: at once
+    setting = h.op.adjust(granularity=1)
+    assert (setting.since, setting.granularity) == (20, 1)
+    out = h.feed(B((15, Bb), (21, C)), 80)
+    # A and Bb (before 20) at granularity 10: [12, 33) -> [20, 30) and [15, 36) -> [20, 30).
+    assert out.changes()[20] == Counter({A: 1, Bb: 1})
+    assert out.changes()[30] == Counter({A: -1, Bb: -1})
+    assert out.changes()[21] == Counter({C: 1})  # at granularity 1
+    assert out.changes()[42] == Counter({C: -1})
+
+
+def test_a_change_cannot_reach_into_the_past():
+    h = Harness(range_w(10))
+    h.feed(B((5, A)), 8)
+    with pytest.raises(ValueError, match="too early"):
+        h.op.adjust(size=3, at=8)
+    assert h.op.adjust(size=3, at=9).since == 9
+    with pytest.raises(ValueError):
+        h.op.adjust(size=-1)
+
+
+def test_changes_scheduled_ahead_apply_at_their_instants():
+    """A replayed log registers every change before the data arrives."""
+    h = Harness(range_w(10))
+    h.op.adjust(size=2, at=5)
+    h.op.adjust(size=0, granularity=1, at=8)
+    out = h.feed(B((4, A), (5, Bb), (8, C)), 40)
+    assert out.changes() == {
+        4: rows(A), 5: rows(Bb), 8: Counter({Bb: -1, C: 1}), 9: Counter({C: -1}),
+        15: Counter({A: -1}),
+    }
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_run_time_changes_against_definition(seed):
+    """Random sizes and granularities changed between random batches: at every instant the
+    window holds the tuples whose interval, under the setting in force at their timestamp,
+    contains it."""
+    rng = np.random.default_rng(seed)
+    slide = [None, 3][seed % 2]
+    ts = np.sort(rng.integers(0, 120, size=150)).tolist()
+    elems = [(t, (k, "x")) for k, t in enumerate(ts)]
+    h = Harness(lambda n, i, o: RangeWindow(n, i, o, 12, slide, None, granularity=2))
+    log = [(-(2**63), 12, 2)]
+    for k in range(0, len(elems), 13):
+        h.feed(B(*elems[k : k + 13]))
+        if rng.random() < 0.6:
+            size = int(rng.integers(0, 25))
+            g = int(rng.choice([1, 2, 4, 8]))
+            s = h.op.adjust(size=size, granularity=g)
+            log = [e for e in log if e[0] < s.since] + [(s.since, size, g)]
+    out = h.feed(200)
+    for tau in range(0, 201):
+        want = Counter()
+        for t, row in elems:
+            _, size, g = max(e for e in log if e[0] <= t)
+            s, e = _interval(t, size, g, slide)
+            if s <= tau < e:
+                want[row] += 1
+        assert out.at(tau) == want, tau
+    assert h.op.state_size() == (0, 0)
+    assert len(h.op._phases) == 1  # drained phases are retired
+
+
+def test_adaptation_delay_of_a_window_reduction():
+    """The brief's example: 60 → 30 at t = 80 starts to show at t + 30 and completes at t + 60
+    (one tuple per instant, so a window of size T holds T + 1; here the change applies from
+    81, whose tuple leaves at 112, and the last old tuple, 80's, leaves at 141)."""
+    h = Harness(range_w(60))
+    held = {}
+    for t in range(0, 200):
+        h.feed(B((t, (t, "x"))))
+        if t == 80:
+            assert h.op.adjust(size=30).since == 81
+        held[t] = h.op.state_size()[0]
+    assert held[79] == held[111] == 61
+    assert [held[t] for t in range(112, 142)] == list(range(60, 30, -1))
+    assert held[199] == 31
