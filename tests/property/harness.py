@@ -22,7 +22,8 @@ The `pipeline` dict:
                                                  # arrival order)
         "relations": {"R": {"schema": {…}, "format": …}},
         "queries": {"q1": "SELECT …",            # a query with a jsonl sink
-                    "v": {"cql": "SELECT …", "sink": False}},   # a view
+                    "v": {"cql": "SELECT …", "sink": False},    # a view
+                    "q2": {"cql": "…", "qos": {…}}},  # qos: written as given
     }
 
 `data` maps each stream and relation to its records: dicts with the timestamp field, the
@@ -50,6 +51,7 @@ __all__ = [
     "Outputs",
     "assert_same",
     "differences",
+    "run_adjusted",
     "run_both",
     "run_engine",
     "run_under_policies",
@@ -141,9 +143,12 @@ def write_pipeline(
             _write_data(tmp_path / rel, fmt, fields, data.get(name, []))
     doc["queries"] = {}
     for name, cql, has_sink in _query_specs(pipeline):
-        entry = {"cql": cql}
+        entry: dict[str, Any] = {"cql": cql}
         if has_sink:
             entry["sink"] = {"type": "file", "path": f"out/{name}.jsonl", "format": "jsonl"}
+        spec = pipeline["queries"][name]
+        if isinstance(spec, dict) and spec.get("qos"):
+            entry["qos"] = spec["qos"]
         doc["queries"][name] = entry
     path = tmp_path / "pipeline.yaml"
     path.write_text(_dump_yaml(doc), encoding="utf-8")
@@ -302,22 +307,78 @@ def run_under_policies(
                 f"the engine failed: {type(e).__name__}: {e}\n\n{label}\n"
                 f"reference output:\n{_show_all(reference_out)}"
             ) from e
-        engine_out = Outputs(pipeline_text=label)
-        problems = []
-        for name in ref:
-            els, cols, problem = read_sink(tmp_path / "out" / f"{name}.jsonl", ref[name].columns)
-            engine_out[name] = sorted(els, key=element_key)
-            engine_out.columns[name] = cols
-            if problem:
-                problems.append(f"query {name}: {problem}")
-            if els and cols != list(ref[name].columns):
-                problems.append(
-                    f"query {name}: output columns {cols}, expected {list(ref[name].columns)}"
-                )
-        if problems:
-            raise AssertionError("\n".join(problems) + "\n\n" + label)
-        engines[policy] = engine_out
+        engines[policy] = _read_outputs(tmp_path, ref, label)
     return engines, reference_out
+
+
+def _read_outputs(tmp_path: Path, ref: Mapping[str, Any], label: str) -> Outputs:
+    """The engine's sinks, checked for what only the engine can get wrong on its own."""
+    engine_out = Outputs(pipeline_text=label)
+    problems = []
+    for name in ref:
+        els, cols, problem = read_sink(tmp_path / "out" / f"{name}.jsonl", ref[name].columns)
+        engine_out[name] = sorted(els, key=element_key)
+        engine_out.columns[name] = cols
+        if problem:
+            problems.append(f"query {name}: {problem}")
+        if els and cols != list(ref[name].columns):
+            problems.append(
+                f"query {name}: output columns {cols}, expected {list(ref[name].columns)}"
+            )
+    if problems:
+        raise AssertionError("\n".join(problems) + "\n\n" + label)
+    return engine_out
+
+
+Schedule = Sequence[tuple[int, str, str, int]]  # (after step, query, knob, value)
+
+
+def run_adjusted(
+    tmp_path: Path,
+    pipeline: Mapping[str, Any],
+    data: Mapping[str, Sequence[Mapping]],
+    schedule: Schedule,
+) -> tuple[Outputs, Outputs, Outputs]:
+    """Run the pipeline through the engine, adjusting windows after the steps `schedule`
+    gives (a change the engine refuses is skipped); then again replaying the engine's
+    adjustment log from the start; then through the reference replaying the same log.
+    Returns (live run, replayed run, reference)."""
+    from cq_service.errors import AdjustmentError
+
+    path = write_pipeline(tmp_path, pipeline, data)
+    rows = batch_rows_for(data)
+    load_and_compile, run_pipeline = _engine_entry()
+    by_step: dict[int, list[tuple[str, str, int]]] = defaultdict(list)
+    for step, query, knob, value in schedule:
+        by_step[step].append((query, knob, value))
+
+    def after_step(executor: Any) -> None:
+        for query, knob, value in by_step.get(executor.steps, ()):
+            with contextlib.suppress(AdjustmentError):
+                executor.adjust(query, knob, value, reason="test")
+
+    with _time_limit(ENGINE_TIMEOUT_S):
+        report = run_pipeline(load_and_compile(path), batch_rows=rows, after_step=after_step)
+    made = list(report.executor.adjustments)
+    log = [a.to_json() for a in made]
+    ref = pipeline_outputs(path, log)
+    text = (
+        render_case(path)
+        + f"\n(engine run with batch_rows={rows})\nadjustments:\n"
+        + "\n".join(json.dumps(a) for a in log)
+        + "\n"
+    )
+    reference_out = Outputs(pipeline_text=text)
+    for name, out in ref.items():
+        reference_out[name] = sorted(out.elements, key=element_key)
+        reference_out.columns[name] = list(out.columns)
+    live = _read_outputs(tmp_path, ref, text)
+    for name in ref:
+        (tmp_path / "out" / f"{name}.jsonl").unlink(missing_ok=True)
+    with _time_limit(ENGINE_TIMEOUT_S):
+        run_pipeline(load_and_compile(path), batch_rows=rows, adjustments=made)
+    replayed = _read_outputs(tmp_path, ref, text.replace("(engine run", "(replayed run"))
+    return live, replayed, reference_out
 
 
 def render_case(path: Path) -> str:

@@ -16,11 +16,13 @@ set operation, windows on relations.
 `cases(family, ...)` draws a `Case` (pipeline dict + data dict for `harness.run_both`) whose
 queries come from `family`, one of the query strategies below (`window_queries`,
 `join_queries`, `aggregate_queries`, `setop_queries`, `subquery_queries`,
-`r2s_queries`, `view_pipelines`, `mixed_queries`).
+`r2s_queries`, `view_pipelines`, `mixed_queries`). `adjusted_cases(family)` also gives queries
+QoS ranges and draws a schedule of window and granularity changes (`harness.run_adjusted`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +30,9 @@ from typing import Any
 from hypothesis import strategies as st
 
 __all__ = [
+    "AdjustedCase",
     "Case",
+    "adjusted_cases",
     "aggregate_queries",
     "cases",
     "correlated_aggregate_queries",
@@ -36,6 +40,7 @@ __all__ = [
     "mixed_queries",
     "r2s_queries",
     "setop_queries",
+    "sized_window_queries",
     "subquery_queries",
     "view_pipelines",
     "window_queries",
@@ -459,9 +464,9 @@ def _out_columns(items: str, types: list[str], refs: Refs) -> list[tuple[str, st
 
 
 @st.composite
-def window_query(draw: Any) -> Q:
+def window_query(draw: Any, kinds: tuple[str, ...] | None = None) -> Q:
     """One stream through a window, a filter, a projection; maybe DISTINCT and a wrapper."""
-    f = draw(stream_from())
+    f = draw(stream_from(kinds=kinds))
     refs = f.refs()
     items, types = draw(select_items(refs))
     where = draw(bool_expr(refs, 2)) if draw(st.integers(0, 3)) else None
@@ -972,3 +977,72 @@ def cases(draw: Any, family: QueryFamily) -> Case:
                 data[name] = draw(disordered(data[name], delay))
     pipeline["queries"] = {name: {"cql": cql, "sink": sink} for name, cql, sink, _ in queries}
     return Case(pipeline, data)
+
+
+# ============================================================================== adjustments
+
+LADDERS = ((1, 2, 4), (1, 3), (2, 6), (1, 5, 10))
+SIZED = ("range", "slide")  # the windows a qos can make adjustable
+
+
+@st.composite
+def sized_window_query(draw: Any) -> Q:
+    """A query over Range windows: a window query, an aggregate over one stream (α(Γ(ω))) or
+    over two joined on a = a."""
+    k = draw(st.integers(0, 2))
+    if k == 0:
+        return draw(window_query(kinds=SIZED))
+    froms = [draw(stream_from("S", kinds=SIZED))]
+    if k == 2:
+        froms.append(draw(stream_from("T", kinds=SIZED)))
+    return draw(aggregate_query(froms=froms))
+
+
+def sized_window_queries() -> st.SearchStrategy:
+    return queries_of(sized_window_query())
+MAX_STEP = 60  # adjustments happen after one of the engine's first steps
+
+
+@dataclass
+class AdjustedCase(Case):
+    schedule: list[tuple[int, str, str, int]] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        lines = [super().__repr__()[: -len("\n)")]]
+        for name, q in self.pipeline["queries"].items():
+            if isinstance(q, dict) and q.get("qos"):
+                lines.append(f"  {name} qos: {q['qos']}")
+        lines.append(f"  schedule (after step, query, knob, value): {self.schedule}")
+        lines.append(")")
+        return "\n".join(lines)
+
+
+@st.composite
+def adjusted_cases(draw: Any, family: QueryFamily) -> AdjustedCase:
+    """A case whose queries may have qos (a window range over every Range window they have,
+    a granularity ladder) and changes to make while the engine runs."""
+    case = draw(cases(family))
+    knobs: list[tuple[str, str, list[int]]] = []  # (query, knob, values)
+    for name, q in case.pipeline["queries"].items():
+        qos: dict[str, Any] = {}
+        sizes = [int(n) for n in re.findall(r"\[Range (\d+)", q["cql"])]
+        sized = bool(sizes)
+        if sized and min(sizes) > 0 and not rare(draw, 3):  # a range has 0 < min
+            qos["window"] = [1, 40]
+            knobs.append((name, "window", list(range(1, 13))))
+            for alias in ("S", "T"):
+                if re.search(rf"\b{alias}\b", q["cql"]):
+                    knobs.append((name, f"window:{alias}", list(range(1, 13))))
+        if sized and not rare(draw, 2):
+            ladder = draw(st.sampled_from(LADDERS))
+            qos["granularity"] = list(ladder)
+            knobs.append((name, "granularity", list(ladder)))
+        if qos:
+            q["qos"] = qos
+    schedule = []
+    if knobs:
+        for _ in range(draw(st.integers(1, 5))):
+            query, knob, values = draw(st.sampled_from(knobs))
+            step = draw(st.integers(1, MAX_STEP))
+            schedule.append((step, query, knob, draw(st.sampled_from(values))))
+    return AdjustedCase(case.pipeline, case.data, sorted(schedule))

@@ -2,7 +2,9 @@
 
 Each test draws a pipeline (one feature family of queries, see `strategies`) and small data,
 runs it through the engine in-process and through `tests.reference`, and compares the outputs
-element for element (`harness.assert_same`). The suite runs 9 × 60 = 540 cases by default;
+element for element (`harness.assert_same`). Queries with QoS run under a schedule of window
+and granularity changes, compared with the reference replaying the engine's adjustment log.
+The suite runs 12 × 60 = 720 cases by default;
 set CQ_PROPERTY_EXAMPLES to change the count per test (e.g. 2000 for a long local run).
 """
 
@@ -16,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from tests.property import strategies as strat
-from tests.property.harness import assert_same, run_under_policies
+from tests.property.harness import assert_same, run_adjusted, run_under_policies
 
 pytestmark = pytest.mark.property
 
@@ -91,3 +93,30 @@ def test_views(case: strat.Case) -> None:
 @given(strat.cases(strat.mixed_queries))
 def test_mixed(case: strat.Case) -> None:
     check(case)
+
+
+def check_adjusted(case: strat.AdjustedCase) -> None:
+    """Changed at run time, the engine equals the reference replaying its adjustment log, and
+    a run replaying that log from the start (`cq run --adjustments`) gives the same again."""
+    with tempfile.TemporaryDirectory(prefix="cq-prop-") as d:
+        live, replayed, reference_out = run_adjusted(Path(d), case.pipeline, case.data, case.schedule)
+        assert_same(live, reference_out)
+        assert_same(replayed, reference_out)
+
+
+@SETTINGS
+@given(strat.adjusted_cases(strat.sized_window_queries))
+def test_window_changes(case: strat.AdjustedCase) -> None:
+    check_adjusted(case)
+
+
+@SETTINGS
+@given(strat.adjusted_cases(strat.view_pipelines))
+def test_window_changes_on_views(case: strat.AdjustedCase) -> None:
+    check_adjusted(case)
+
+
+@SETTINGS
+@given(strat.adjusted_cases(strat.mixed_queries))
+def test_window_changes_on_mixed_queries(case: strat.AdjustedCase) -> None:
+    check_adjusted(case)

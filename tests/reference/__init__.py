@@ -10,13 +10,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
-from .evaluator import QueryOutput, evaluate, evaluate_outputs
+from .evaluator import Knobs, QueryOutput, evaluate, evaluate_outputs
 from .ordering import element_key, row_key
-from .pipeline import read_pipeline
+from .pipeline import read_pipeline, read_qos
 
 __all__ = [
+    "Knobs",
     "QueryOutput",
     "element_key",
     "evaluate",
@@ -28,9 +30,17 @@ __all__ = [
 ]
 
 
-def pipeline_outputs(path: str | Path) -> dict[str, QueryOutput]:
+def pipeline_outputs(
+    path: str | Path, adjustments: Sequence[dict] = ()
+) -> dict[str, QueryOutput]:
+    """Every query with a sink, evaluated; `adjustments` is a window-adjustment log (the
+    engine's records as dicts) replayed on the queries' qos-owned windows."""
     time_unit, streams, relations, queries, delays = read_pipeline(path)
-    return evaluate_outputs(time_unit, streams, relations, queries, delays)
+    knobs = {
+        name: Knobs(windows, finest, tuple(a for a in adjustments if a["query"] == name))
+        for name, (windows, finest) in read_qos(path).items()
+    }
+    return evaluate_outputs(time_unit, streams, relations, queries, delays, knobs)
 
 
 def evaluate_pipeline(path: str | Path) -> dict[str, list[tuple[int, str, tuple]]]:

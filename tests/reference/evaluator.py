@@ -76,6 +76,38 @@ class RelationData:
 
 
 @dataclass
+class Knobs:
+    """A query's QoS as far as results depend on it (docs/resources.md), and its adjustment log.
+
+    The query owns the Range windows of positive size in its own text that `windows` covers
+    (None: every one) — all of them when it has a granularity ladder, whose finest rung is
+    Γ's starting granularity. `log` holds the worker's records for the query: from instant
+    `since` on, the window on FROM item `window` gives new tuples size (knob ``window``) or
+    granularity (knob ``granularity``) `new`; earlier tuples keep theirs."""
+
+    windows: tuple[str | None, ...] = ()
+    granularity: int | None = None
+    log: tuple[dict, ...] = ()
+
+    def owns(self, names: Sequence[str]) -> bool:
+        if self.granularity is not None:
+            return True
+        low = {n.lower() for n in names}
+        return any(w is None or w.lower() in low for w in self.windows)
+
+    def setting(self, label: str, t: int, size: int) -> tuple[int, int]:
+        """(size, granularity) a tuple with timestamp `t` gets in window `label`."""
+        g = self.granularity or 1
+        for r in sorted(self.log, key=lambda r: r["since"]):
+            if r["window"] == label and r["since"] <= t:
+                if r["knob"] == "window":
+                    size = r["new"]
+                else:
+                    g = r["new"]
+        return size, g
+
+
+@dataclass
 class QueryOutput:
     """What one query produces: its output columns, whether it is stream-valued, its output
     elements (ts, op, row) in output order, and its relation R(τ) at every instant."""
@@ -115,6 +147,7 @@ class Env:
         self.con.execute("SET threads = 1")
         pgfuncs.register(self.con)
         self._tables = itertools.count(1)
+        self.knobs = Knobs()  # those of the query being evaluated
 
     def close(self) -> None:
         self.con.close()
@@ -150,7 +183,7 @@ class Env:
     def table_leaf(self, ref: ast.TableRef, alias: str) -> Leaf:
         data = self._find(ref.name)
         if isinstance(data, StreamData):
-            return self.window_leaf(data, ref.window, ref.sample, alias)
+            return self.window_leaf(data, ref.window, ref.sample, alias, (alias, ref.name))
         if ref.window is not None or ref.sample is not None:
             raise ValueError(f"a window or Sample on relation {ref.name}")
         return Leaf(self._new_table(), list(data.columns), data.at, set(data.instants))
@@ -165,10 +198,16 @@ class Env:
         return self.window_leaf(data, ref.window, ref.sample, alias)
 
     def window_leaf(
-        self, data: StreamData, window: ast.Window | None, sample: float | None, alias: str
+        self,
+        data: StreamData,
+        window: ast.Window | None,
+        sample: float | None,
+        alias: str,
+        names: tuple[str, ...] | None = None,
     ) -> Leaf:
         """The relation a window gives over `data` at each instant, with the instants its
-        content changes at (plus the stream's own instants)."""
+        content changes at (plus the stream's own instants). `names`: the FROM item's alias
+        and name, for the query's knobs."""
         kept = list(range(len(data.elements)))
         if sample is not None:
             if sample == 0:
@@ -179,7 +218,20 @@ class Env:
         if where is not None:
             passing = self._passing(data, where, alias)
             kept = [i for i in kept if i in passing]
-        contents = {t: self._window_content(data, kept, window, t) for t in self.instants_range}
+        owned = (
+            isinstance(window, ast.RangeWindow)
+            and not window.now
+            and window.size is not None
+            and self._duration(window.size) > 0
+            and self.knobs.owns(names or (alias,))
+        )
+        if owned:
+            contents = {
+                t: self._adjusted_content(data, kept, window, alias, t)  # type: ignore[arg-type]
+                for t in self.instants_range
+            }
+        else:
+            contents = {t: self._window_content(data, kept, window, t) for t in self.instants_range}
         changes = {t for t in self.instants_range if contents[t] != contents.get(t - 1, [])}
         instants = {t for t in data.instants if self.lo <= t <= self.hi} | changes
 
@@ -220,6 +272,29 @@ class Env:
             slide = self._duration(window.slide)
             t0 = (t // slide) * slide
         return [i for i in avail if els[i][0] <= t0 and (size is None or els[i][0] >= t0 - size)]
+
+    def _adjusted_content(
+        self, data: StreamData, kept: list[int], window: ast.RangeWindow, label: str, t: int
+    ) -> list[int]:
+        """Indices of the elements in an owned window at instant t: each element's validity
+        interval under the setting in force at its timestamp — [ts, ts + size + 1), or with a
+        slide L from the first multiple of L ≥ ts to the first multiple of L > ts + size — rounded
+        inward to multiples of the granularity g (brief-costmodel §1)."""
+        size0 = self._duration(window.size)  # type: ignore[arg-type]
+        slide = self._duration(window.slide) if window.slide is not None else None
+        out = []
+        for i in kept:
+            ts = data.elements[i][0]
+            size, g = self.knobs.setting(label, ts, size0)
+            if slide is None:
+                start, end = ts, ts + size + 1
+            else:
+                start = -(-ts // slide) * slide
+                end = ((ts + size) // slide + 1) * slide
+            start, end = -(-start // g) * g, end // g * g
+            if start <= t < end:
+                out.append(i)
+        return out
 
     def _passing(self, data: StreamData, where: ast.Expr, alias: str) -> set[int]:
         """Indices of the elements satisfying an inner window Where (evaluated by DuckDB)."""
@@ -374,6 +449,7 @@ def evaluate_outputs(
     relations: Mapping[str, tuple[Schema, Sequence[tuple[int, str, Row]]]],
     queries: Sequence[tuple[str, str | ast.Query, bool]],
     max_delay: Mapping[str, int] | None = None,
+    knobs: Mapping[str, Knobs] | None = None,
 ) -> dict[str, QueryOutput]:
     """Evaluate every query; the result holds those with a sink (``has_sink`` True).
 
@@ -381,7 +457,8 @@ def evaluate_outputs(
     name -> (schema, [(ts, op, row)] in arrival order, op "+" or "-"); `queries`: (name, CQL
     text or parsed AST, has_sink) in file order — a query without a sink is a view later
     queries may read. `max_delay` (default 0 for every source): elements later than it are
-    dropped, the others reordered stably by timestamp.
+    dropped, the others reordered stably by timestamp. `knobs`: per query, its QoS and window
+    adjustments (default: none).
     """
     delays = dict(max_delay or {})
     stream_items = {
@@ -407,6 +484,7 @@ def evaluate_outputs(
         results: dict[str, QueryOutput] = {}
         for name, cql, has_sink in queries:
             query = _parse(cql)
+            env.knobs = (knobs or {}).get(name, Knobs())
             out = env.evaluate_query(query)
             env.add_view(name, out)
             if has_sink:

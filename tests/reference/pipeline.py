@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["PipelineInputs", "read_pipeline"]
+__all__ = ["PipelineInputs", "read_pipeline", "read_qos"]
 
 PipelineInputs = tuple[
     str,  # time_unit
@@ -148,3 +148,27 @@ def read_pipeline(path: str | Path) -> PipelineInputs:
         for name, spec in (doc.get("queries") or {}).items()
     ]
     return doc.get("time_unit", "ms"), streams, relations, queries, delays
+
+
+def read_qos(path: str | Path) -> dict[str, tuple[tuple[str | None, ...], int | None]]:
+    """Per query with `qos`: (the FROM items its window ranges name, None for a range over
+    every window; the finest granularity rung or None). Ranges and rungs must be integers in
+    time_unit here."""
+    doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    out = {}
+    for name, spec in (doc.get("queries") or {}).items():
+        qos = spec.get("qos") if isinstance(spec, dict) else None
+        if not qos:
+            continue
+        window = qos.get("window")
+        if window is None:
+            windows: tuple[str | None, ...] = ()
+        elif isinstance(window, list):
+            windows = (None,)
+        else:
+            windows = tuple(window)
+        ladder = qos.get("granularity")
+        if ladder is not None and not all(isinstance(g, int) for g in ladder):
+            raise NotImplementedError(f"granularity {ladder!r} (only integers in time_unit)")
+        out[name] = (windows, ladder[0] if ladder else None)
+    return out
