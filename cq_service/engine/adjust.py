@@ -1,7 +1,7 @@
 """Changing a query's window sizes and granularity while it runs, on record.
 
 A query's QoS makes its Range windows adjustable (plan/knobs.py); each is a `RangeWindow` whose
-`owner` is the query. `adjust` changes one knob of one query:
+`query` is the query (in a live engine, pass the operators of the query's deployment only). `adjust` changes one knob of one query:
 
 - ``window`` sets the size of every adjustable window of the query, ``window:NAME`` of those on
   FROM item NAME (alias or name, any case);
@@ -103,7 +103,7 @@ def parse_knob(knob: str) -> tuple[str, str | None]:
 
 def adjustable(operators: Iterable[Operator], query: str) -> list[RangeWindow]:
     """The windows `query` may adjust, in plan order."""
-    return [op for op in operators if isinstance(op, RangeWindow) and op.owner == query]
+    return [op for op in operators if isinstance(op, RangeWindow) and op.query == query]
 
 
 def adjust(
@@ -124,7 +124,7 @@ def adjust(
         if name is None or name.lower() in {n.lower() for n in w.names}
     ]
     if not targets:
-        what = f"a window on {name}" if name else "adjustable windows"
+        what = f"adjustable window on {name}" if name else "adjustable windows"
         raise AdjustmentError(f"query {query!r} has no {what}")
     if value < (0 if kind == "window" else 1):
         raise AdjustmentError(f"{knob} = {value} is out of range")

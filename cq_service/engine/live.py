@@ -14,11 +14,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from cq_service.cql import logical as L
+from cq_service.engine.adjust import Adjustment, adjust, adjustable, replay
 from cq_service.engine.batch import Batch
 from cq_service.engine.build import SourceOptions, make_operator, make_source
 from cq_service.engine.executor import Executor
 from cq_service.engine.operators.base import NEVER, Operator
 from cq_service.engine.operators.gate import Gate
+from cq_service.engine.operators.range_window import RangeWindow
 from cq_service.engine.operators.sink import ResultWriter, SinkOperator
 from cq_service.engine.operators.source import ChunkReader, DeadLetters, SourceOperator
 from cq_service.engine.queues import Queue
@@ -169,6 +171,26 @@ class LiveEngine:
         if not keep:
             self._groups.remove(group)
         self._rebuild()
+
+    # -- window adjustments ---------------------------------------------------------------------
+
+    def windows(self, deployment: str, query: str) -> list[RangeWindow]:
+        """The adjustable windows of `query` in `deployment`."""
+        return adjustable(self._operators_of(deployment), query)
+
+    def adjust(
+        self, deployment: str, query: str, knob: str, value: int, reason: str = ""
+    ) -> list[Adjustment]:
+        """Change a window knob of a running query as soon as its windows can (adjust.py)."""
+        return adjust(self._operators_of(deployment), query, knob, value, reason=reason)
+
+    def replay(self, deployment: str, records: list[Adjustment]) -> list[Adjustment]:
+        """Make a query's logged changes again at their instants (a restored query, before it
+        reads anything)."""
+        return replay(self._operators_of(deployment), records)
+
+    def _operators_of(self, deployment: str) -> list[Operator]:
+        return [op for g in self._groups for op in g.operators if op.owner == deployment]
 
     def _rebuild(self) -> None:
         ops: list[Operator] = list(self.sources.values())

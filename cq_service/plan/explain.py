@@ -25,7 +25,12 @@ def _detail(op: L.LogicalOp) -> tuple[str, str]:
             part = f"Partition By {list(w.partition_by)} " if w.partition_by else ""
             return f"window [{part}Rows {w.n}{where}]", "last N tuples" + (" per partition" if part else "")
         slide = f" Slide {w.slide}" if w.slide else ""
-        return f"window [Range {w.size}{slide}{where}]", "tuples until they expire"
+        text = f"window [Range {w.size}{slide}{where}]"
+        if w.granularity > 1:
+            text += f" Γ({w.granularity})"
+        if op.owner is not None:
+            text += f" (adjustable by {op.owner}'s qos)"
+        return text, "tuples until they expire"
     if isinstance(op, L.Sample):
         return f"sample {op.percent:g}%", "-"
     if isinstance(op, L.Filter):

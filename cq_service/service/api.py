@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from cq_service.catalog import CatalogInputError
+from cq_service.errors import AdjustmentError
 from cq_service.service import worker as w
 from cq_service.service.metrics import render_metrics
 
@@ -151,6 +152,26 @@ def make_app(worker: w.Worker) -> FastAPI:
             return w.query_status(worker, pipeline, name)
 
         return await asyncio.to_thread(call, apply)
+
+    @app.post("/queries/{pipeline}/{name}/adjust", dependencies=[Depends(authorized)])
+    async def adjust(pipeline: str, name: str, request: Request) -> dict[str, Any]:
+        """Change a running query's window size or granularity inside its QoS ranges:
+        ``{"knob": "window" | "window:NAME" | "granularity", "value": N}`` (time_unit)."""
+        body = await request.json()
+        knob, value = body.get("knob"), body.get("value")
+        if not isinstance(knob, str) or not isinstance(value, int) or isinstance(value, bool):
+            raise HTTPException(422, "give a knob (string) and a value (integer, time_unit)")
+        try:
+            return await asyncio.to_thread(
+                call, lambda: w.adjust_query(worker, pipeline, name, knob, value)
+            )
+        except AdjustmentError as e:
+            raise HTTPException(422, e.message) from None
+
+    @app.get("/queries/{pipeline}/{name}/adjustments")
+    def adjustments(pipeline: str, name: str) -> list[dict[str, Any]]:
+        """The query's logged window changes, oldest first."""
+        return call(lambda: w.query_adjustments(worker, pipeline, name))
 
     @app.get("/queries/{pipeline}/{name}/results")
     async def results(pipeline: str, name: str) -> StreamingResponse:

@@ -87,6 +87,25 @@ class _Snapshot:
         yield from _queued(d["queued"])
         yield from _latency(d["latency"])
         yield from _schedulers(d["schedulers"])
+        yield from _windows(d.get("windows", {}))
+
+
+def _windows(windows: dict[tuple[str, str, str], tuple[int, int]]) -> Iterator[Any]:
+    """The size and granularity now of every window a query's QoS makes adjustable."""
+    labels = ["pipeline", "query", "window"]
+    size = GaugeMetricFamily(
+        "cq_window_size", "An adjustable Range window's size now (time_unit)", labels=labels
+    )
+    grain = GaugeMetricFamily(
+        "cq_window_granularity",
+        "An adjustable window's granularity Γ now (time_unit; 1: none)",
+        labels=labels,
+    )
+    for key, (s, g) in windows.items():
+        size.add_metric(list(key), s)
+        grain.add_metric(list(key), g)
+    yield size
+    yield grain
 
 
 def _queued(q: dict[str, float]) -> Iterator[Any]:

@@ -38,12 +38,13 @@ from cq_service.catalog import Catalog, PipelineControlRecord
 from cq_service.catalog.spec_json import sink_json, stream_json
 from cq_service.compiler import CompiledPipeline, compile_pipeline
 from cq_service.cql import logical as L
+from cq_service.engine.adjust import KNOBS, Adjustment, parse_knob
 from cq_service.engine.build import SourceOptions
 from cq_service.engine.live import LiveEngine
 from cq_service.engine.operators.base import NEVER
 from cq_service.engine.scheduler import ByOwner, SchedulingPolicy
 from cq_service.engine.scheduler import policy as make_policy
-from cq_service.errors import CQError
+from cq_service.errors import AdjustmentError, CQError
 from cq_service.io import open_sink, open_source
 from cq_service.io.dead_letter import DeadLetterSink
 from cq_service.plan.planner import plan_queries
@@ -424,6 +425,46 @@ class Worker:
             )
             log.info("%s: scheduler %s (%s)", pipeline, choice.name, choice.origin)
 
+    # -- window adjustments -----------------------------------------------------------------
+
+    def adjust(
+        self, pipeline: str, query: str, knob: str, value: int, reason: str = "api"
+    ) -> list[Adjustment]:
+        """Change a running query's window size or granularity inside its QoS (the pipeline
+        file's `qos`); each change is logged in the catalog with the query's version, so a
+        restored query makes it again. Raises KeyError for a query that does not run and
+        AdjustmentError for a knob or value its QoS does not allow."""
+        spec = self.pipelines.get(pipeline)
+        q = self.queries.get(f"{pipeline}/{query}")
+        if spec is None or q is None:
+            raise KeyError(f"{pipeline}/{query}")
+        kind, name = parse_knob(knob)
+        qos = spec.queries[query].qos
+        windows = self.engine.windows(pipeline, query)
+        if name is not None:
+            windows = [w for w in windows if name.lower() in {n.lower() for n in w.names}]
+        for w in windows:
+            _check_qos(qos, kind, value, w.names)
+        made = self.engine.adjust(pipeline, query, knob, value, reason)
+        for a in made:
+            detail = {**a.to_json(), "version": q.version}
+            del detail["query"], detail["knob"]
+            self.catalog.log_adjustment(pipeline, a.knob, detail, query=query)
+            log.info("%s/%s: %s of %s %d -> %d from %d (%s)", pipeline, query, a.knob,
+                     a.window, a.old, a.new, a.since, reason)
+        return made
+
+    def _replay_adjustments(self, q: _Query) -> None:
+        """A restored query's logged changes (those of its version), made again."""
+        records = [
+            Adjustment(q.name, r.detail["window"], r.kind, int(r.detail["old"]),
+                       int(r.detail["new"]), int(r.detail["since"]), str(r.detail.get("reason", "")))
+            for r in self.catalog.adjustments(q.pipeline, query=q.name)
+            if r.kind in KNOBS and r.detail.get("version") == q.version
+        ]
+        if records:
+            self.engine.replay(q.pipeline, records)
+
     # -- queries ----------------------------------------------------------------------------
 
     def _describe_query(self, spec: PipelineSpec, bq: Any, sink: SinkSpec) -> _Query:
@@ -483,6 +524,8 @@ class Worker:
                 q = queries[i]
                 q.gates = {k: v for k, v in used.items() if k in q.source_keys.values()}
                 self.queries[q.key] = q
+                if q.key in saved:
+                    self._replay_adjustments(q)
 
     def _stop_query(self, q: _Query) -> None:
         self.engine.remove_query(q.key)
@@ -621,6 +664,25 @@ def _qos_ranges(qos: QosSpec) -> dict[str, list[int]] | None:
     return out
 
 
+def _check_qos(qos: QosSpec, kind: str, value: int, names: tuple[str, ...]) -> None:
+    """`value` for knob `kind` of the window on FROM item `names` lies inside `qos`."""
+    if kind == "granularity":
+        if value not in qos.granularity:
+            rungs = ", ".join(map(str, qos.granularity)) or "none"
+            raise AdjustmentError(f"granularity {value} is not a rung of the qos ladder ({rungs})")
+        return
+    low = {n.lower() for n in names}
+    named = [r for r in qos.windows if r.stream is not None and r.stream.lower() in low]
+    ranges = named or [r for r in qos.windows if r.stream is None]
+    if not ranges:
+        raise AdjustmentError(f"the window of {names[0]} has no qos.window range")
+    r = ranges[0]
+    if not r.low <= value <= r.high:
+        raise AdjustmentError(
+            f"window {value} for {names[0]} is outside its qos range [{r.low}, {r.high}]"
+        )
+
+
 def _start_after(gates: dict[str, int]) -> int | None:
     """The latest gate of a query's sources (None: it reads them from the start)."""
     live = [g for g in gates.values() if g != NEVER]
@@ -735,7 +797,13 @@ def explain_pipeline(worker: Worker, pipeline: str) -> str:
     if spec is None:
         raise KeyError(pipeline)
     choice = worker.schedulers.get(pipeline) or worker.scheduler_choice(pipeline, spec)
-    return explain(compile_pipeline(spec).plan, choice.name)
+    text = explain(compile_pipeline(spec).plan, choice.name)
+    settings = {k: v for k, v in window_settings(worker).items() if k[0] == pipeline}
+    if settings:
+        text += "\nadjustable windows now (size, granularity in " + spec.time_unit + "):"
+        for (_, query, item), (size, grain) in sorted(settings.items()):
+            text += f"\n  {query} {item}: [Range {size}]" + (f" Γ({grain})" if grain > 1 else "")
+    return text
 
 
 def subscribe(worker: Worker, pipeline: str, name: str) -> tuple[ResultTee, Any]:
@@ -794,7 +862,31 @@ def metrics_snapshot(worker: Worker) -> dict[str, Any]:
         },
         "latency": latency,
         "schedulers": {name: c.to_json() for name, c in worker.schedulers.items()},
+        "windows": window_settings(worker),
     }
+
+
+def window_settings(worker: Worker) -> dict[tuple[str, str, str], tuple[int, int]]:
+    """(pipeline, query, FROM item) -> (size, granularity) now, of every adjustable window."""
+    out = {}
+    for q in worker.queries.values():
+        for win in worker.engine.windows(q.pipeline, q.name):
+            label = win.names[0] if win.names else win.name
+            out[(q.pipeline, q.name, label)] = (win.size, win.granularity)
+    return out
+
+
+def adjust_query(
+    worker: Worker, pipeline: str, name: str, knob: str, value: int
+) -> dict[str, Any]:
+    made = worker.adjust(pipeline, name, knob, value, reason="api")
+    return {"adjustments": [a.to_json() for a in made]}
+
+
+def query_adjustments(worker: Worker, pipeline: str, name: str) -> list[dict[str, Any]]:
+    if worker.catalog.query(pipeline, name) is None:
+        raise KeyError(f"{pipeline}/{name}")
+    return [_record_json(r) for r in worker.catalog.adjustments(pipeline, query=name)]
 
 
 def _check_known(worker: Worker, pipeline: str) -> None:

@@ -116,12 +116,12 @@ class RangeWindow(WindowOperator):
         slide: int | None,
         where: BExpr | None,
         granularity: int = 1,
-        owner: str | None = None,
+        query: str | None = None,
         names: tuple[str, ...] = (),
     ):
         super().__init__(name, inputs, output, where)
         self.slide = slide
-        self.owner = owner  # the query whose QoS lets it be adjusted (None: fixed)
+        self.query = query  # the query whose QoS lets it be adjusted (None: fixed)
         self.names = names  # the FROM item's alias and name
         self.seen = NEVER  # the largest timestamp admitted or heartbeat received
         self._phases = [_Phase(WindowSetting(NEVER, size, granularity))]
