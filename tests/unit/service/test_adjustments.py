@@ -6,25 +6,22 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from cq_service.catalog import Catalog
 from cq_service.compiler import load_and_compile
 from cq_service.engine.adjust import Adjustment, write_log
 from cq_service.runner import run_pipeline
 from cq_service.service import worker as w
 from cq_service.service.api import make_app
-from cq_service.service.config import ServiceConfig
 from cq_service.service.metrics import render_metrics
 from cq_service.service.worker import Worker
+from tests.unit.service.conftest import TOKEN
 from tests.unit.service.test_scheduling import request_while_stepping
 from tests.unit.service.test_worker import run_until_done
 
 NAME = "clicks"
-TOKEN = "s3cret"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 PIPELINE = """\
 version: 1
@@ -61,18 +58,6 @@ def write_pipeline(folder: Path) -> Path:
 def folder(tmp_path: Path) -> Path:
     write_pipeline(tmp_path / "p")
     return tmp_path / "p"
-
-
-@pytest.fixture
-def make_worker(tmp_path: Path, folder: Path):
-    def _make(**settings: Any) -> Worker:
-        catalog = Catalog(f"sqlite:///{tmp_path / 'catalog.db'}")
-        catalog.upgrade()
-        config = ServiceConfig(pipelines=str(folder), catalog=catalog.url, port=0, token=TOKEN,
-                               checkpoint_interval=3600, reconcile_interval=3600, **settings)
-        return Worker(config, catalog)
-
-    return _make
 
 
 def logged(worker: Worker) -> list[Adjustment]:

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from cq_service.catalog import Catalog
 from cq_service.compiler import load_and_compile
 from cq_service.engine.scheduler import Chain, ChainBounded, Fifo, Greedy, RoundRobin
 from cq_service.runner import run_pipeline
@@ -22,11 +21,11 @@ from cq_service.service.api import make_app
 from cq_service.service.config import ConfigError, ServiceConfig, load_config
 from cq_service.service.metrics import render_metrics
 from cq_service.service.worker import Worker
+from tests.unit.service.conftest import TOKEN
 from tests.unit.service.serving import serving
 from tests.unit.service.test_worker import EXAMPLE, run_until_done
 
 NAME = "web-proxy"
-TOKEN = "s3cret"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
@@ -34,27 +33,6 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 def folder(tmp_path: Path) -> Path:
     shutil.copytree(EXAMPLE, tmp_path / "p" / NAME, ignore=shutil.ignore_patterns("out"))
     return tmp_path / "p"
-
-
-@pytest.fixture
-def make_worker(tmp_path: Path, folder: Path):
-    """Workers on the same folder and catalog (a second one is a restart)."""
-
-    def _make(**settings: Any) -> Worker:
-        catalog = Catalog(f"sqlite:///{tmp_path / 'catalog.db'}")
-        catalog.upgrade()
-        config = ServiceConfig(
-            pipelines=str(folder),
-            catalog=catalog.url,
-            port=0,
-            token=TOKEN,
-            checkpoint_interval=0.05,
-            reconcile_interval=3600,
-            **settings,
-        )
-        return Worker(config, catalog)
-
-    return _make
 
 
 def reference_outputs(tmp_path: Path) -> list[Path]:
