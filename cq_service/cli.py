@@ -99,10 +99,7 @@ def run(
         if policy is not None:
             make_policy(policy, bound)  # an unknown name or a missing bound: exit 2 below
         log = read_log(adjustments) if adjustments is not None else []
-    except AdjustmentError as e:
-        typer.echo(f"error: {e.render()}", err=True)
-        raise typer.Exit(2) from None
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, AdjustmentError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
     try:

@@ -66,7 +66,6 @@ UNIT_NS = {
 }
 
 
-
 def duration_units(d: ast.Duration, time_unit_ns: int) -> int:
     """A CQL duration in the pipeline's time unit (a number without a unit is already in it)."""
     if d.unit is None:
@@ -77,6 +76,7 @@ def duration_units(d: ast.Duration, time_unit_ns: int) -> int:
             f"{d.amount} {d.unit}(s) is not a whole number of the pipeline's time unit", d.span
         )
     return ns // time_unit_ns
+
 
 @dataclass(frozen=True)
 class BoundQuery:

@@ -1,7 +1,8 @@
 """Changing a query's window sizes and granularity while it runs, on record.
 
 A query's QoS makes its Range windows adjustable (plan/knobs.py); each is a `RangeWindow` whose
-`query` is the query (in a live engine, pass the operators of the query's deployment only). `adjust` changes one knob of one query:
+`query` is the query (in a live engine, pass the operators of the query's deployment only).
+`adjust` changes one knob of one query:
 
 - ``window`` sets the size of every adjustable window of the query, ``window:NAME`` of those on
   FROM item NAME (alias or name, any case);
@@ -30,6 +31,7 @@ __all__ = [
     "Adjustment",
     "adjust",
     "adjustable",
+    "on_item",
     "parse_knob",
     "read_log",
     "replay",
@@ -106,6 +108,13 @@ def adjustable(operators: Iterable[Operator], query: str) -> list[RangeWindow]:
     return [op for op in operators if isinstance(op, RangeWindow) and op.query == query]
 
 
+def on_item(windows: list[RangeWindow], name: str | None) -> list[RangeWindow]:
+    """Those of `windows` on FROM item `name` (alias or name, any case); None: all."""
+    if name is None:
+        return windows
+    return [w for w in windows if name.lower() in {n.lower() for n in w.names}]
+
+
 def adjust(
     operators: Iterable[Operator],
     query: str,
@@ -119,32 +128,18 @@ def adjust(
     every window concerned can change). Raises AdjustmentError when the query has no such
     window, for a value out of range or an `at` that is too early."""
     kind, name = parse_knob(knob)
-    targets = [
-        w for w in adjustable(operators, query)
-        if name is None or name.lower() in {n.lower() for n in w.names}
-    ]
+    targets = on_item(adjustable(operators, query), name)
     if not targets:
         what = f"adjustable window on {name}" if name else "adjustable windows"
         raise AdjustmentError(f"query {query!r} has no {what}")
-    if value < (0 if kind == "window" else 1):
-        raise AdjustmentError(f"{knob} = {value} is out of range")
-    grain = value if kind == "granularity" else None
-    since = max(w.earliest_change(grain) for w in targets)
+    since = max(w.earliest_change(value if kind == "granularity" else None) for w in targets)
     if at is not None:
         if at < since:
             raise AdjustmentError(
                 f"query {query!r}: {knob} cannot change from instant {at}; the earliest is {since}"
             )
         since = at
-    out = []
-    for w in targets:
-        old = w.size if kind == "window" else w.granularity
-        if kind == "window":
-            setting = w.adjust(size=value, at=since)
-        else:
-            setting = w.adjust(granularity=value, at=since)
-        out.append(Adjustment(query, _label(w), kind, old, value, setting.since, reason))
-    return out
+    return [_set(w, query, kind, value, since, reason) for w in targets]
 
 
 def replay(operators: Iterable[Operator], records: Iterable[Adjustment]) -> list[Adjustment]:
@@ -154,23 +149,24 @@ def replay(operators: Iterable[Operator], records: Iterable[Adjustment]) -> list
     windows = list(operators)
     out = []
     for r in sorted(records, key=lambda r: r.since):
-        targets = [w for w in adjustable(windows, r.query) if _label(w) == r.window]
+        targets = [w for w in adjustable(windows, r.query) if w.label == r.window]
         if not targets:
             raise AdjustmentError(f"query {r.query!r} has no adjustable window {r.window!r}")
-        for w in targets:
-            old = w.size if r.knob == "window" else w.granularity
-            at = None if r.since == NEVER else r.since
-            try:
-                if r.knob == "window":
-                    setting = w.adjust(size=r.new, at=at)
-                else:
-                    setting = w.adjust(granularity=r.new, at=at)
-            except ValueError as e:
-                raise AdjustmentError(f"query {r.query!r}: {e}") from None
-            out.append(Adjustment(r.query, r.window, r.knob, old, r.new, setting.since, r.reason))
+        at = None if r.since == NEVER else r.since
+        out.extend(_set(w, r.query, r.knob, r.new, at, r.reason) for w in targets)
     return out
 
 
-def _label(w: RangeWindow) -> str:
-    """How the log names a window: its FROM item's alias (or name)."""
-    return w.names[0] if w.names else w.name
+def _set(
+    w: RangeWindow, query: str, knob: str, value: int, at: int | None, reason: str
+) -> Adjustment:
+    """Give window `w` `knob` = `value` from `at`, as a record."""
+    old = w.size if knob == "window" else w.granularity
+    try:
+        if knob == "window":
+            setting = w.adjust(size=value, at=at)
+        else:
+            setting = w.adjust(granularity=value, at=at)
+    except ValueError as e:
+        raise AdjustmentError(f"query {query!r}: {e}") from None
+    return Adjustment(query, w.label, knob, old, value, setting.since, reason)

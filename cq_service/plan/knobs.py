@@ -19,7 +19,7 @@ from dataclasses import replace
 from cq_service.cql import logical as L
 from cq_service.spec.model import QosSpec
 
-__all__ = ["adjustable_windows", "owned_windows"]
+__all__ = ["adjustable_windows"]
 
 
 def adjustable_windows(plan: L.LogicalOp, query: str, qos: QosSpec) -> L.LogicalOp:
@@ -41,28 +41,12 @@ def adjustable_windows(plan: L.LogicalOp, query: str, qos: QosSpec) -> L.Logical
     def visit(op: L.LogicalOp) -> L.LogicalOp:
         if isinstance(op, L.View | L.Source):
             return op
-        new = [visit(c) for c in L.children(op)]
-        if isinstance(op, L.WindowOp):
-            op = replace(op, input=new[0])
-            if not covered(op):
-                return op
+        kids = L.children(op)
+        new = tuple(visit(c) for c in kids)
+        if any(a is not b for a, b in zip(new, kids)):
+            op = L.with_children(op, new)
+        if isinstance(op, L.WindowOp) and covered(op):
             return replace(op, window=replace(op.window, granularity=finest), owner=query)
-        return L.with_children(op, tuple(new))
+        return op
 
     return visit(plan)
-
-
-def owned_windows(plan: L.LogicalOp) -> list[L.WindowOp]:
-    """The adjustable windows in `plan`, views' own excluded."""
-    out: list[L.WindowOp] = []
-
-    def visit(op: L.LogicalOp) -> None:
-        if isinstance(op, L.View | L.Source):
-            return
-        if isinstance(op, L.WindowOp) and op.owner is not None:
-            out.append(op)
-        for c in L.children(op):
-            visit(c)
-
-    visit(plan)
-    return out

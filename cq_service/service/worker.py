@@ -34,14 +34,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from cq_service.catalog import Catalog, PipelineControlRecord
+from cq_service.catalog import AdjustmentRecord, Catalog, PipelineControlRecord
 from cq_service.catalog.spec_json import sink_json, stream_json
 from cq_service.compiler import CompiledPipeline, compile_pipeline
 from cq_service.cql import logical as L
-from cq_service.engine.adjust import KNOBS, Adjustment, parse_knob
+from cq_service.engine.adjust import KNOBS, Adjustment, on_item, parse_knob
 from cq_service.engine.build import SourceOptions
 from cq_service.engine.live import LiveEngine
 from cq_service.engine.operators.base import NEVER
+from cq_service.engine.operators.range_window import RangeWindow
 from cq_service.engine.scheduler import ByOwner, SchedulingPolicy
 from cq_service.engine.scheduler import policy as make_policy
 from cq_service.errors import AdjustmentError, CQError
@@ -439,12 +440,8 @@ class Worker:
         if spec is None or q is None:
             raise KeyError(f"{pipeline}/{query}")
         kind, name = parse_knob(knob)
-        qos = spec.queries[query].qos
-        windows = self.engine.windows(pipeline, query)
-        if name is not None:
-            windows = [w for w in windows if name.lower() in {n.lower() for n in w.names}]
-        for w in windows:
-            _check_qos(qos, kind, value, w.names)
+        for win in on_item(self.engine.windows(pipeline, query), name):
+            _check_qos(spec.queries[query].qos, kind, value, win.names)
         made = self.engine.adjust(pipeline, query, knob, value, reason)
         for a in made:
             detail = {**a.to_json(), "version": q.version}
@@ -457,8 +454,7 @@ class Worker:
     def _replay_adjustments(self, q: _Query) -> None:
         """A restored query's logged changes (those of its version), made again."""
         records = [
-            Adjustment(q.name, r.detail["window"], r.kind, int(r.detail["old"]),
-                       int(r.detail["new"]), int(r.detail["since"]), str(r.detail.get("reason", "")))
+            logged_adjustment(r)
             for r in self.catalog.adjustments(q.pipeline, query=q.name)
             if r.kind in KNOBS and r.detail.get("version") == q.version
         ]
@@ -868,12 +864,16 @@ def metrics_snapshot(worker: Worker) -> dict[str, Any]:
 
 def window_settings(worker: Worker) -> dict[tuple[str, str, str], tuple[int, int]]:
     """(pipeline, query, FROM item) -> (size, granularity) now, of every adjustable window."""
-    out = {}
-    for q in worker.queries.values():
-        for win in worker.engine.windows(q.pipeline, q.name):
-            label = win.names[0] if win.names else win.name
-            out[(q.pipeline, q.name, label)] = (win.size, win.granularity)
-    return out
+    return {
+        (op.owner, op.query, op.label): (op.size, op.granularity)
+        for op in worker.engine.executor.operators
+        if isinstance(op, RangeWindow) and op.query is not None
+    }
+
+
+def logged_adjustment(record: AdjustmentRecord) -> Adjustment:
+    """A window change as the catalog's adjustments log keeps it (`Worker.adjust`)."""
+    return Adjustment.from_json({**record.detail, "query": record.query, "knob": record.kind})
 
 
 def adjust_query(

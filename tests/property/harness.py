@@ -291,10 +291,7 @@ def run_under_policies(
     rows = batch_rows_for(data)
     ref = pipeline_outputs(path)
     text = render_case(path) + f"\n(engine run with batch_rows={rows})\n"
-    reference_out = Outputs(pipeline_text=text)
-    for name, out in ref.items():
-        reference_out[name] = sorted(out.elements, key=element_key)
-        reference_out.columns[name] = list(out.columns)
+    reference_out = _reference_outputs(ref, text)
     engines: dict[str, Outputs] = {}
     for policy, bound in policies:
         label = text.replace("batch_rows=", f"policy={policy}, batch_rows=")
@@ -309,6 +306,15 @@ def run_under_policies(
             ) from e
         engines[policy] = _read_outputs(tmp_path, ref, label)
     return engines, reference_out
+
+
+def _reference_outputs(ref: Mapping[str, Any], text: str) -> Outputs:
+    """The reference evaluator's outputs, sorted as the comparison expects."""
+    out = Outputs(pipeline_text=text)
+    for name, q in ref.items():
+        out[name] = sorted(q.elements, key=element_key)
+        out.columns[name] = list(q.columns)
+    return out
 
 
 def _read_outputs(tmp_path: Path, ref: Mapping[str, Any], label: str) -> Outputs:
@@ -368,10 +374,7 @@ def run_adjusted(
         + "\n".join(json.dumps(a) for a in log)
         + "\n"
     )
-    reference_out = Outputs(pipeline_text=text)
-    for name, out in ref.items():
-        reference_out[name] = sorted(out.elements, key=element_key)
-        reference_out.columns[name] = list(out.columns)
+    reference_out = _reference_outputs(ref, text)
     live = _read_outputs(tmp_path, ref, text)
     for name in ref:
         (tmp_path / "out" / f"{name}.jsonl").unlink(missing_ok=True)

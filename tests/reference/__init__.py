@@ -36,8 +36,9 @@ def pipeline_outputs(
     """Every query with a sink, evaluated; `adjustments` is a window-adjustment log (the
     engine's records as dicts) replayed on the queries' qos-owned windows."""
     time_unit, streams, relations, queries, delays = read_pipeline(path)
+    log = sorted(adjustments, key=lambda a: a["since"])
     knobs = {
-        name: Knobs(windows, finest, tuple(a for a in adjustments if a["query"] == name))
+        name: Knobs(windows, finest, tuple(a for a in log if a["query"] == name))
         for name, (windows, finest) in read_qos(path).items()
     }
     return evaluate_outputs(time_unit, streams, relations, queries, delays, knobs)

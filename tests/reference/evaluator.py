@@ -81,8 +81,8 @@ class Knobs:
 
     The query owns the Range windows of positive size in its own text that `windows` covers
     (None: every one) — all of them when it has a granularity ladder, whose finest rung is
-    Γ's starting granularity. `log` holds the worker's records for the query: from instant
-    `since` on, the window on FROM item `window` gives new tuples size (knob ``window``) or
+    Γ's starting granularity. `log` holds the engine's records for the query, in order of
+    `since`: from instant `since` on, the window on FROM item `window` gives new tuples size (knob ``window``) or
     granularity (knob ``granularity``) `new`; earlier tuples keep theirs."""
 
     windows: tuple[str | None, ...] = ()
@@ -96,9 +96,10 @@ class Knobs:
         return any(w is None or w.lower() in low for w in self.windows)
 
     def setting(self, label: str, t: int, size: int) -> tuple[int, int]:
-        """(size, granularity) a tuple with timestamp `t` gets in window `label`."""
+        """(size, granularity) a tuple with timestamp `t` gets in window `label` (`log` in
+        order of `since`)."""
         g = self.granularity or 1
-        for r in sorted(self.log, key=lambda r: r["since"]):
+        for r in self.log:
             if r["window"] == label and r["since"] <= t:
                 if r["knob"] == "window":
                     size = r["new"]
@@ -226,9 +227,9 @@ class Env:
             and self.knobs.owns(names or (alias,))
         )
         if owned:
+            valid = self._adjusted_intervals(data, kept, window, alias)  # type: ignore[arg-type]
             contents = {
-                t: self._adjusted_content(data, kept, window, alias, t)  # type: ignore[arg-type]
-                for t in self.instants_range
+                t: [i for i, start, end in valid if start <= t < end] for t in self.instants_range
             }
         else:
             contents = {t: self._window_content(data, kept, window, t) for t in self.instants_range}
@@ -273,12 +274,12 @@ class Env:
             t0 = (t // slide) * slide
         return [i for i in avail if els[i][0] <= t0 and (size is None or els[i][0] >= t0 - size)]
 
-    def _adjusted_content(
-        self, data: StreamData, kept: list[int], window: ast.RangeWindow, label: str, t: int
-    ) -> list[int]:
-        """Indices of the elements in an owned window at instant t: each element's validity
-        interval under the setting in force at its timestamp — [ts, ts + size + 1), or with a
-        slide L from the first multiple of L ≥ ts to the first multiple of L > ts + size — rounded
+    def _adjusted_intervals(
+        self, data: StreamData, kept: list[int], window: ast.RangeWindow, label: str
+    ) -> list[tuple[int, int, int]]:
+        """(index, start, end) of each element of an owned window: its validity interval
+        under the setting in force at its timestamp — [ts, ts + size + 1), or with a slide L
+        from the first multiple of L ≥ ts to the first multiple of L > ts + size — rounded
         inward to multiples of the granularity g (brief-costmodel §1)."""
         size0 = self._duration(window.size)  # type: ignore[arg-type]
         slide = self._duration(window.slide) if window.slide is not None else None
@@ -291,9 +292,7 @@ class Env:
             else:
                 start = -(-ts // slide) * slide
                 end = ((ts + size) // slide + 1) * slide
-            start, end = -(-start // g) * g, end // g * g
-            if start <= t < end:
-                out.append(i)
+            out.append((i, -(-start // g) * g, end // g * g))
         return out
 
     def _passing(self, data: StreamData, where: ast.Expr, alias: str) -> set[int]:

@@ -139,6 +139,11 @@ class RangeWindow(WindowOperator):
     def granularity(self) -> int:
         return self.setting.granularity
 
+    @property
+    def label(self) -> str:
+        """How adjustment logs and metrics name the window: its FROM item's alias (or name)."""
+        return self.names[0] if self.names else self.name
+
     def describe(self) -> str:
         s = f"range window [Range {self.size}"
         s += f" Slide {self.slide}]" if self.slide else "]"

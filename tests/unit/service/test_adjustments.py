@@ -62,8 +62,7 @@ def folder(tmp_path: Path) -> Path:
 
 def logged(worker: Worker) -> list[Adjustment]:
     return [
-        Adjustment(r.query, r.detail["window"], r.kind, r.detail["old"], r.detail["new"],
-                   r.detail["since"], r.detail["reason"])
+        w.logged_adjustment(r)
         for r in worker.catalog.adjustments(NAME) if r.kind in ("window", "granularity")
     ]
 
