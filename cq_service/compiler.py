@@ -140,16 +140,19 @@ def _qos_errors(q: QuerySpec, query: ast.Query, spec: PipelineSpec) -> list[CQEr
     query has, and each window as written lies in its range."""
     if not q.qos.windows:
         return []
-    refs: list[ast.TableRef] = []
-    _table_refs(query, refs)
+    refs: list[ast.TableRef | ast.SubqueryRef] = []
+    _table_refs(query, refs, subqueries=True)
     windows: list[tuple[str, int]] = []  # (FROM item as written, size in time_unit)
     sized: dict[str, tuple[str, int]] = {}  # FROM name or alias (lower case) -> its window
     for ref in refs:
         w = ref.window
         if isinstance(w, ast.RangeWindow) and w.size is not None and not w.now:
-            windows.append((ref.alias or ref.name, duration_units(w.size, spec.time_unit_ns)))
-            for name in (ref.name, ref.alias or ref.name):
-                sized[name.lower()] = windows[-1]
+            names = [ref.alias] if isinstance(ref, ast.SubqueryRef) else [ref.name, ref.alias]
+            shown = next((n for n in reversed(names) if n), "a subquery")
+            windows.append((shown, duration_units(w.size, spec.time_unit_ns)))
+            for name in names:
+                if name:
+                    sized[name.lower()] = windows[-1]
     out: list[CQError] = []
     where, unit = q.qos.span, spec.time_unit
     for r in q.qos.windows:
@@ -172,16 +175,17 @@ def _qos_errors(q: QuerySpec, query: ast.Query, spec: PipelineSpec) -> list[CQEr
     return out
 
 
-def _table_refs(node: Any, out: list[ast.TableRef]) -> None:
-    if isinstance(node, ast.TableRef):
+def _table_refs(node: Any, out: list, subqueries: bool = False) -> None:
+    """The TableRefs in `node` (and, with `subqueries`, the SubqueryRefs), in text order."""
+    if isinstance(node, ast.TableRef) or (subqueries and isinstance(node, ast.SubqueryRef)):
         out.append(node)
     if isinstance(node, tuple):
         for x in node:
-            _table_refs(x, out)
+            _table_refs(x, out, subqueries)
         return
     for name in getattr(node, "__dataclass_fields__", None) or ():
         if name != "span":
-            _table_refs(getattr(node, name), out)
+            _table_refs(getattr(node, name), out, subqueries)
 
 
 def _referenced(node: Any, out: set[str]) -> None:

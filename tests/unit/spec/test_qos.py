@@ -111,3 +111,16 @@ def test_a_query_without_a_sized_range_window_cannot_have_a_window_range(load, f
     spec = load(HEADER.replace("[Range 10 Seconds]", "[Now]") + "    qos:\n      window: [1, 2]\n")
     with pytest.raises(SpecErrors, match=r"qos\.window needs a Range window of a given size"):
         compile_pipeline(spec)
+
+
+@pytest.mark.parametrize("window", ["[1 s, 10 s]", "{X: [1 s, 10 s]}"])
+def test_a_windowed_subquery_has_a_range_too(load, files, window):
+    """The plan makes a subquery's Range window adjustable (plan/knobs.py), so the check
+    counts it: by the subquery's alias or in a range for every window."""
+    text = HEADER.replace("FROM S [Range 10 Seconds] AS A", "FROM (SELECT * FROM S) [Range 10 s] AS X")
+    compiled = compile_pipeline(load(text + f"    qos:\n      window: {window}\n"))
+    [window_op] = [n.op for n in compiled.plan.nodes if type(n.op).__name__ == "WindowOp"]
+    assert window_op.owner == "q"
+    spec = load(text + "    qos:\n      window: {X: [1 s, 5 s]}\n")
+    with pytest.raises(SpecErrors, match="the window of X is 10000 ms, outside"):
+        compile_pipeline(spec)
