@@ -146,7 +146,6 @@ class _Side:
         self._runs: list[_Run] = []
         self._head = 0  # id of the first live row; rows of the first run before it are expired
         self._end = 0  # id after the last row
-        self._started = False
         self._nonunit = 0  # live rows whose weight is not 1
         self._retractions = 0  # retracting rows appended since the last consolidation
 
@@ -255,8 +254,7 @@ class _Side:
     # -- writing --------------------------------------------------------------------------------
 
     def add(self, cols: list[pa.Array], keys: list[pa.Array], w: np.ndarray) -> None:
-        started, self._started = self._started, True
-        if started and self._expire_oldest(cols, keys, w):
+        if self._expire_oldest(cols, keys, w):
             return
         self._append(list(cols), list(keys), w)
         self._nonunit += int((w != 1).sum())
@@ -322,18 +320,31 @@ class _Side:
         columns, keys, weights = self._contiguous()
         names = [f"c{i}" for i in range(len(columns))]
         knames = [f"k{i}" for i in range(len(keys))]
-        t = pa.table({**dict(zip(names, columns)), **dict(zip(knames, keys)), "__w": weights})
-        g = t.group_by(names + knames, use_threads=False).aggregate([("__w", "sum")])
+        t = pa.table(
+            {
+                **dict(zip(names, columns)),
+                **dict(zip(knames, keys)),
+                "__w": weights,
+                "__p": np.arange(len(weights)),
+            }
+        )
+        g = t.group_by(names + knames, use_threads=False).aggregate(
+            [("__w", "sum"), ("__p", "min")]
+        )
         w = g.column("__w_sum").to_numpy()
         keep = w != 0
-        idx = pa.array(np.flatnonzero(keep))
+        # In order of first arrival, so that later retractions of the oldest rows find them
+        # at the front again (the FIFO path of `_expire_oldest`).
+        idx = np.flatnonzero(keep)
+        idx = idx[np.argsort(g.column("__p_min").to_numpy()[idx], kind="stable")]
+        pidx = pa.array(idx)
         self._runs, self._head, self._end = [], 0, 0
         self._append(
-            [g.column(n).take(idx).combine_chunks() for n in names],
-            [g.column(n).take(idx).combine_chunks() for n in knames],
-            w[keep].astype(np.int64),
+            [g.column(n).take(pidx).combine_chunks() for n in names],
+            [g.column(n).take(pidx).combine_chunks() for n in knames],
+            w[idx].astype(np.int64),
         )
-        self._nonunit = int((w[keep] != 1).sum())
+        self._nonunit = int((w[idx] != 1).sum())
 
 
 def _match(a_keys: list[pa.Array], b_keys: list[pa.Array]) -> tuple[np.ndarray, np.ndarray]:
@@ -376,6 +387,35 @@ class Join(MultiInputOperator):
     def state_size(self) -> tuple[int, int]:
         left, right = self._sides
         return len(left) + len(right), left.nbytes() + right.nbytes()
+
+    def sides(self) -> tuple[int, int]:
+        """Rows held for each input (net of retractions once consolidated)."""
+        left, right = self._sides
+        return len(left), len(right)
+
+    def key_matches(self) -> int:
+        """Pairs of current rows, one from each side, whose keys are equal (each side's rows
+        by net weight; a residual predicate is not applied): what the cost model's join
+        selectivity is measured from. A pass over both synopses."""
+        left, right = self._sides
+        if not len(left) or not len(right):
+            return 0
+        if not self.nkeys:
+            return len(left) * len(right)
+        counts = []
+        for side in (left, right):
+            _, keys, w = side._contiguous()
+            names = [f"k{i}" for i in range(len(keys))]
+            t = pa.table({**dict(zip(names, keys)), "__w": w})
+            counts.append(t.group_by(names, use_threads=False).aggregate([("__w", "sum")]))
+        names = [f"k{i}" for i in range(self.nkeys)]
+        both = counts[0].join(counts[1], keys=names, join_type="inner", use_threads=False,
+                              right_suffix="_r")
+        if both.num_rows == 0:
+            return 0
+        wl = both.column("__w_sum").to_numpy()
+        wr = both.column("__w_sum_r").to_numpy()
+        return int((wl * wr).sum())
 
     def _keys(self, port: int, batch: Batch) -> list[pa.Array]:
         n = len(batch)

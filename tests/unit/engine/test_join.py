@@ -348,3 +348,52 @@ def test_multi_column_keys_use_the_filter_path():
     h.run()
     assert h.op._sides[1]._runs[0].index is None
     assert h.at(2) == Counter({(1, "a", 1, "a"): 1, (2, "a", 2, "a"): 1})
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_key_matches_counts_equal_key_pairs_of_the_current_rows(seed):
+    """The cost model's join selectivity is read from this count: pairs of current rows
+    with equal, non-NULL keys, by net weight, before any residual predicate."""
+    rng = np.random.default_rng(seed)
+    h = TwoInputs(join_op(), [LT, RT], OUT)
+    live: list[Counter] = [Counter(), Counter()]
+    for t in range(30):
+        for port, second in ((0, lambda v: "ab"[v]), (1, lambda v: v * 10)):
+            elems = []
+            for _ in range(int(rng.integers(0, 6))):
+                if live[port] and rng.random() < 0.4:
+                    row = list(live[port])[int(rng.integers(0, len(live[port])))]
+                    live[port][row] -= 1
+                    live[port] = +live[port]
+                    elems.append((t, row, -1))
+                else:
+                    row = ([None, 0, 1, 2][int(rng.integers(0, 4))], second(int(rng.integers(0, 2))))
+                    live[port][row] += 1
+                    elems.append((t, row, 1))
+            if elems:
+                h.push(port, *elems)
+        h.beat(t)
+        h.run()
+        want = sum(
+            lc * rc
+            for (lr, lc), (rr, rc) in product(live[0].items(), live[1].items())
+            if equi(lr, rr)
+        )
+        assert h.op.key_matches() == want
+
+
+def test_a_window_input_keeps_only_live_rows_from_its_first_delta_on():
+    """A window retracts its oldest rows first; the join drops them from the front, also
+    when the first delta already holds retractions of its own insertions, so the side holds
+    exactly the live rows (no retraction rows waiting for a consolidation)."""
+    h = TwoInputs(join_op(), [LT, RT], OUT)
+    window = 3
+    for t in range(20):
+        elems = [(t, (t % 4, "ab"[t % 2]), 1)]
+        if t >= window:
+            old = t - window
+            elems.insert(0, (t, (old % 4, "ab"[old % 2]), -1))
+        h.push(0, *elems)
+        h.beat(t)
+        h.run()
+        assert h.op.sides()[0] == min(t + 1, window)
