@@ -49,6 +49,12 @@ def explain(
     policy: str | None = typer.Option(
         None, help="scheduling policy (default: the pipeline's resources.scheduler)"
     ),
+    costs: bool = typer.Option(
+        False,
+        "--costs",
+        help="run the pipeline over its sources (results discarded) and show each operator's "
+        "estimated memory and CPU next to the measured",
+    ),
 ) -> None:
     """Print the physical plan: operators, windows, queues, synopses, sharing."""
     from cq_service.compiler import load_and_compile
@@ -61,6 +67,17 @@ def explain(
             typer.echo(line)
         raise typer.Exit(2) from None
     typer.echo(render(compiled.plan, policy or compiled.spec.resources.scheduler))
+    if costs:
+        from cq_service.explain_costs import measure_costs, render_costs
+
+        try:
+            report = measure_costs(compiled)
+        except CQError as e:
+            for line in e.lines():
+                typer.echo(line)
+            raise typer.Exit(2) from None
+        typer.echo("")
+        typer.echo(render_costs(report))
 
 
 @app.command()
@@ -298,6 +315,33 @@ def bench_scheduling(
         typer.echo(json.dumps(report.as_json(scenario, runs, trade)))
     else:
         typer.echo(report.text(chosen, runs, trade))
+
+
+@bench_app.command("costmodel")
+def bench_costmodel(
+    quick: bool = typer.Option(False, "--quick", help="fewer and shorter cases"),
+    json_output: bool = typer.Option(False, "--json", help="print JSON: each case's errors"),
+    seed: int = typer.Option(0, help="seed of the Poisson streams"),
+    out: Path = typer.Option(
+        Path("benchmarks/costmodel/results"), help="where the text and JSON results go"
+    ),
+) -> None:
+    """The cost model against the engine (docs/resources.md): estimated vs measured memory and
+    CPU of joins and aggregations over Poisson streams, and window reduction vs load shedding
+    on the paper's equi-join (Figs. 9–11)."""
+    import json
+
+    from cq_service.bench.costmodel import accuracy, shedding
+
+    results = accuracy.run(quick=quick, seed=seed)
+    shed = shedding.run(seconds=120 if quick else 600, seed=seed)
+    data = {"accuracy": accuracy.as_json(results), "shedding": shed}
+    out.mkdir(parents=True, exist_ok=True)
+    suffix = "-quick" if quick else ""
+    (out / f"costmodel{suffix}.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
+    report = accuracy.text(results) + "\n\n" + shedding.text(shed)
+    (out / f"costmodel{suffix}.txt").write_text(report + "\n")
+    typer.echo(json.dumps(data, default=str) if json_output else report)
 
 
 app.add_typer(catalog_app, name="catalog")

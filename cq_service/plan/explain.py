@@ -5,7 +5,7 @@ from __future__ import annotations
 from cq_service.cql import logical as L
 from cq_service.plan.physical import PhysicalNode, PhysicalPlan
 
-__all__ = ["explain"]
+__all__ = ["describe", "explain"]
 
 
 def _detail(op: L.LogicalOp) -> tuple[str, str]:
@@ -57,6 +57,11 @@ def _detail(op: L.LogicalOp) -> tuple[str, str]:
     if isinstance(op, L.RelToStream):
         return op.op, "whole relation" if op.op == "rstream" else "current instant"
     return type(op).__name__, "-"
+
+
+def describe(op: L.LogicalOp) -> str:
+    """One line on what the operator does."""
+    return _detail(op)[0]
 
 
 def explain(plan: PhysicalPlan, policy: str = "chain") -> str:

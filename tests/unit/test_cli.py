@@ -104,3 +104,19 @@ def test_explain_shows_operators_and_sharing(folder: Path) -> None:
     assert r.returncode == 0
     assert "stream source S" in r.stdout and "shared by big, total" in r.stdout
     assert "window [Rows 2]" in r.stdout and "window [Range 0]" in r.stdout
+
+
+def test_explain_costs_runs_the_pipeline_and_compares(folder: Path) -> None:
+    """Estimates next to measurements, without writing the pipeline's sinks."""
+    rows = "\n".join(f"{t},{t % 7}" for t in range(0, 3000, 3))
+    (folder / "s.csv").write_text("ts,a\n" + rows + "\n")
+    (folder / "good.yaml").write_text(GOOD.replace("[Now]", "[Range 30]"))
+    r = cq("explain", "good.yaml", "--costs", cwd=folder)
+    assert r.returncode == 0, r.stderr
+    assert "est rows" in r.stdout and "meas rows" in r.stdout
+    assert "measured: S d = 3 ms" in r.stdout
+    costs = r.stdout.split("costs of good")[1].splitlines()
+    window = next(line for line in costs if line.startswith("#") and "window [Range 30]" in line)
+    est, meas = (float(x) for x in window.split("]")[1].split()[:2])
+    assert est == pytest.approx(31 / 3, rel=0.05) and meas == pytest.approx(est, rel=0.05)
+    assert not (folder / "out").exists()

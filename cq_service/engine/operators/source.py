@@ -65,6 +65,7 @@ class SourceOperator(Operator):
         self.dead_letters = dead_letters
         self.column_names = column_names or []
         self.reorder = Reorderer(max_delay)
+        self.first_seen = NEVER  # the smallest timestamp of the first chunk with elements
         self.heartbeat = heartbeat
         self.exhausted = False
         self.late_count = 0
@@ -105,6 +106,8 @@ class SourceOperator(Operator):
             if self.dead_letters is not None:
                 self.dead_letters.dead(list(chunk.dead))
         ts = np.asarray(chunk.ts, dtype=np.int64)
+        if self.first_seen == NEVER and len(ts):
+            self.first_seen = int(ts.min())
         w = np.asarray(chunk.ops, dtype=np.int64)
         batch = Batch(tuple(chunk.columns), ts, w)
         self.rows_in += len(batch)

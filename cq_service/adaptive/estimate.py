@@ -1,0 +1,404 @@
+"""Memory and CPU of a physical plan, operator by operator, from its sources' rates.
+
+Characteristics (d, l, g) are computed bottom-up over the plan's edges (`cost_model`, formulas
+1–8 of brief-costmodel.md). An edge carries a stream (elements valid one time unit, l = 1) or
+a relation (each element is valid from its `+` to its `−`, so l is its lifetime and l/d the
+relation's expected size). Memory follows from each operator's inputs, with the formula the
+engine's implementation needs; each estimate says which formula it used:
+
+- ``paper (n)``: brief-costmodel.md's formula as it stands;
+- ``engine: …``: the project's own, where the engine keeps state differently from PIPES or the
+  paper has no formula (distinct, set operations, Rows windows, the stream operators).
+
+Two differences from PIPES matter most. The engine's Range window *stores* its tuples until
+they leave (it emits their `−`), where the paper's time window only stamps them (M = 0); and the
+engine's join and aggregate expire by instant, so the paper's wait term d/(2·d') in (9) is
+absent. What is not measured (a filter's selectivity, a join's, a grouping's number of keys) is
+taken from `Observed`, measured on the running plan (`adaptive.measure`), else a default the
+estimate marks as assumed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cq_service.adaptive import cost_model as cm
+from cq_service.adaptive.cost_model import Edge
+from cq_service.adaptive.cpu import EngineCosts
+from cq_service.cql import logical as L
+from cq_service.plan.physical import PhysicalNode, PhysicalPlan
+
+__all__ = [
+    "DEFAULT_GROUPS",
+    "DEFAULT_SELECTIVITY",
+    "FOREVER",
+    "Observed",
+    "OperatorEstimate",
+    "estimate_plan",
+    "groups_present",
+    "range_window_edge",
+    "solve_groups",
+]
+
+FOREVER = 1e12  # the lifetime of a stored relation's rows, in time units ("for all time")
+DEFAULT_SELECTIVITY = 0.5  # a filter or join predicate that was not measured
+DEFAULT_GROUPS = 100.0  # keys of a grouping that was not measured
+_ENUMERATION_LIMIT = 200_000  # residues of a window's period enumerated exactly
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What the estimates start from: each stream source's d (time units between elements)
+    and element size, measured selectivities (node id -> share of results among candidates)
+    and key counts (node id -> distinct keys: groups, distinct rows, partitions), stored
+    relations' sizes, and `elapsed` time (what an Unbounded window has accumulated)."""
+
+    source_d: Mapping[str, float]
+    row_bytes: Mapping[str, float] = field(default_factory=dict)
+    relation_rows: Mapping[str, float] = field(default_factory=dict)
+    selectivity: Mapping[int, float] = field(default_factory=dict)
+    groups: Mapping[int, float] = field(default_factory=dict)
+    max_delay: Mapping[str, int] = field(default_factory=dict)
+    elapsed: float = FOREVER
+
+
+@dataclass(frozen=True)
+class OperatorEstimate:
+    """One plan node: its output's characteristics, the elements its synopses keep, their
+    bytes, its CPU (seconds per second of application time) and how each was obtained."""
+
+    node: int
+    kind: str
+    edge: Edge
+    rows: float
+    bytes: float
+    cpu: float
+    formula: str
+    assumed: tuple[str, ...] = ()  # inputs not measured, taken from defaults
+    row_bytes: float = 0.0  # bytes per element of the output
+    stream: bool = True  # the output is a stream (else a relation of +/− deltas)
+
+    @property
+    def size(self) -> float:
+        """Elements in the output relation (l/d), or per time unit of a stream."""
+        return 0.0 if math.isinf(self.edge.d) else self.edge.l / self.edge.d
+
+
+def estimate_plan(
+    plan: PhysicalPlan,
+    observed: Observed,
+    *,
+    costs: EngineCosts | None = None,
+    unit_seconds: float = 1e-3,
+    windows: Mapping[int, tuple[int, int]] | None = None,
+) -> dict[int, OperatorEstimate]:
+    """Estimates for every node of `plan`, keyed by node id. `windows` overrides Range window
+    settings (node id -> (size, granularity)): what the resource manager tries before it
+    applies anything. `unit_seconds` is the pipeline's time unit in seconds."""
+    costs = costs or EngineCosts.load()
+    windows = windows or {}
+    out: dict[int, OperatorEstimate] = {}
+    for node in plan.nodes:
+        ins = [out[i] for i in node.inputs]
+        out[node.id] = _estimate(node, ins, observed, costs, unit_seconds, windows)
+    return out
+
+
+def _estimate(
+    node: PhysicalNode,
+    ins: list[OperatorEstimate],
+    obs: Observed,
+    costs: EngineCosts,
+    unit_seconds: float,
+    windows: Mapping[int, tuple[int, int]],
+) -> OperatorEstimate:
+    op = node.op
+    assumed: list[str] = []
+    if isinstance(op, L.Source):
+        return _source(node, op, obs, costs, unit_seconds)
+    edges = [e.edge for e in ins]
+    in_bytes = [e.row_bytes for e in ins]
+    out_bytes = max(in_bytes, default=0.0)
+    state_bytes = out_bytes  # bytes per element the operator keeps
+    rows = 0.0
+    if isinstance(op, L.WindowOp):
+        edge, rows, formula = _window(node, op, edges[0], obs, windows)
+    elif isinstance(op, (L.Filter, L.Sample)):
+        sel = (op.percent / 100.0) if isinstance(op, L.Sample) else _selectivity(node, obs, assumed)
+        edge, formula = cm.select(edges[0], sel), "paper (2)"
+    elif isinstance(op, (L.Project, L.View)):
+        edge, formula = cm.project(edges[0]), "paper (1)"
+        if isinstance(op, L.View) and not op.is_stream:
+            rows, formula = edges[0].rate * 2, "paper (1); engine: a relation view holds one instant"
+    elif isinstance(op, L.Join):
+        a, b = edges
+        sel = _selectivity(node, obs, assumed, default=_join_default(op))
+        edge = cm.cross(a, b, sel)
+        rows = _side(op.left, a) + _side(op.right, b)
+        out_bytes = sum(in_bytes)
+        state_bytes = _mean_bytes([(_size(a), in_bytes[0]), (_size(b), in_bytes[1])]) + 8 * (
+            len(op.left_keys) + 1
+        )  # each side's rows, their keys and weights
+        formula = "paper (4); engine: (9) without the wait term, retractions pending"
+    elif isinstance(op, L.MarkJoin):
+        edge = edges[0]
+        rows = _size(edges[0]) + _size(edges[1])
+        state_bytes = _COUNTER * (len(op.schema) + 1)
+        formula = "engine: both inputs kept, output follows the left input"
+    elif isinstance(op, L.Aggregate):
+        edge, rows, formula = _aggregate(node, op, edges[0], obs, assumed)
+        out_bytes = state_bytes = _COUNTER * (len(op.schema) + 2)
+    elif isinstance(op, L.Distinct):
+        n = _groups(node, obs, assumed)
+        edge = cm.group_by(edges[0], max(1, round(n))) if math.isfinite(n) else edges[0]
+        rows = groups_present(n, _size(edges[0]))
+        formula = "engine: distinct rows present, n(1 − e^(−N/n)); output (6)"
+        state_bytes = _COUNTER * (len(op.schema) + 2)
+    elif isinstance(op, L.SetOperation):
+        edge = cm.union(*edges)
+        if op.op == "union" and op.all:
+            formula = "paper (3)"
+        else:
+            n = _groups(node, obs, assumed)
+            rows = sum(groups_present(n, _size(e)) for e in edges)
+            formula = "paper (3) for the output; engine: distinct rows present per side"
+            state_bytes = _COUNTER * (len(op.schema) + 2)
+    elif isinstance(op, L.Clock):
+        edge, formula = cm.union(*edges), "paper (3) (ticks only)"
+    elif isinstance(op, L.RelToStream):
+        edge, rows, formula = _to_stream(op, edges[0])
+        if op.op == "rstream":
+            state_bytes = _COUNTER * (len(op.schema) + 2)
+    else:  # pragma: no cover - every logical operator is listed above
+        raise TypeError(f"no estimate for {type(op).__name__}")
+    rows_in = sum(_flow(e.edge, e.stream) for e in ins)
+    rows_out = _flow(edge, op.is_stream)
+    cpu = costs.cpu(node.kind, rows_in, rows_out, _pairs(op, edges)) / unit_seconds
+    if isinstance(op, L.Project):  # about the same bytes per column
+        out_bytes *= len(op.schema) / max(1, len(op.input.schema))
+    return OperatorEstimate(
+        node.id,
+        node.kind,
+        edge,
+        rows,
+        rows * state_bytes,
+        cpu,
+        formula,
+        tuple(assumed),
+        out_bytes,
+        op.is_stream,
+    )
+
+
+def _source(
+    node: PhysicalNode, op: L.Source, obs: Observed, costs: EngineCosts, unit_seconds: float
+) -> OperatorEstimate:
+    assumed = []
+    if op.is_relation:
+        n = obs.relation_rows.get(op.name, 0.0)
+        edge = Edge(FOREVER / n, FOREVER) if n > 0 else cm.EMPTY
+        flow = 0.0
+        formula = "engine: a stored relation, rows valid for all time"
+    else:
+        d = obs.source_d.get(op.name)
+        if d is None:
+            assumed.append(f"rate of {op.name}")
+            edge = cm.EMPTY
+        else:
+            edge = cm.source(d)
+        flow = edge.rate
+        formula = "measured d, l = 1"
+    delay = obs.max_delay.get(op.name, 0)
+    rows = delay * edge.rate
+    cpu = costs.cpu(node.kind, flow, flow, 0.0) / unit_seconds
+    size = obs.row_bytes.get(op.name, 0.0)
+    return OperatorEstimate(
+        node.id, node.kind, edge, rows, rows * size, cpu, formula, tuple(assumed), size, op.is_stream
+    )
+
+
+# Operators that keep rows as Python objects count 8 bytes per value, plus key and count
+# (what their `state_size` reports); windows and joins report their Arrow buffers.
+_COUNTER = 8
+
+
+def _mean_bytes(parts: list[tuple[float, float]]) -> float:
+    """Bytes per element of a state made of `parts` (elements, bytes per element)."""
+    n = sum(k for k, _ in parts)
+    return sum(k * b for k, b in parts) / n if n > 0 else max((b for _, b in parts), default=0.0)
+
+
+def _size(e: Edge) -> float:
+    """Elements in a relation edge at any instant (l/d)."""
+    return 0.0 if e.rate == 0 else e.l / e.d
+
+
+# A join side whose retractions are not of its oldest rows keeps them as rows of negative
+# weight (beside the rows they cancel) until they are a quarter of the side: from the live
+# rows N after a consolidation to 2N at the next, N·1.5 on average.
+PENDING_RETRACTIONS = 1.5
+
+
+def _side(op: L.LogicalOp, e: Edge) -> float:
+    """Rows a join keeps for input `op` (edge `e`): a window expires its oldest rows first,
+    which the join drops from the front (engine/fifo.py); any other relation's retractions
+    wait for a consolidation."""
+    fifo = isinstance(op, L.WindowOp) and not op.window.partition_by
+    return _size(e) * (1.0 if fifo else PENDING_RETRACTIONS)
+
+
+def _flow(e: Edge, stream: bool) -> float:
+    """Rows per time unit on an edge: one per element of a stream, a `+` and a `−` per
+    element of a relation."""
+    return e.rate if stream else 2 * e.rate
+
+
+def _pairs(op: L.LogicalOp, edges: list[Edge]) -> float:
+    """A nested-loop join's candidate pairs per time unit: each arrival meets the other
+    side's current contents (a hash join's are in its result rows)."""
+    if isinstance(op, L.Join) and not op.left_keys:
+        a, b = edges
+        return 2 * (a.rate * _size(b) + b.rate * _size(a))
+    return 0.0
+
+
+def _selectivity(node: PhysicalNode, obs: Observed, assumed: list[str], default: float = DEFAULT_SELECTIVITY) -> float:
+    s = obs.selectivity.get(node.id)
+    if s is None:
+        assumed.append(f"selectivity {default:g}")
+        return default
+    return s
+
+
+def _join_default(op: L.Join) -> float:
+    if not op.left_keys and op.residual is None:
+        return 1.0  # a cross product
+    return 0.1 if op.left_keys else DEFAULT_SELECTIVITY
+
+
+def _groups(node: PhysicalNode, obs: Observed, assumed: list[str]) -> float:
+    n = obs.groups.get(node.id)
+    if n is None:
+        assumed.append(f"{DEFAULT_GROUPS:g} keys")
+        return DEFAULT_GROUPS
+    return n
+
+
+def _window(
+    node: PhysicalNode,
+    op: L.WindowOp,
+    e: Edge,
+    obs: Observed,
+    windows: Mapping[int, tuple[int, int]],
+) -> tuple[Edge, float, str]:
+    w = op.window
+    if e.rate == 0:
+        return cm.EMPTY, 0.0, "empty input"
+    if w.kind == "unbounded":
+        return Edge(e.d, obs.elapsed), 0.0, "engine: an Unbounded window keeps nothing; its relation grows"
+    if w.kind == "rows":
+        n = float(w.n or 0)
+        if not w.partition_by:
+            return Edge(e.d, max(n * e.d, 1.0)), n, "paper: tuple window, M = c·s, l = c·d"
+        parts = obs.groups.get(node.id, DEFAULT_GROUPS)
+        return (
+            Edge(e.d, max(n * e.d * parts, 1.0)),
+            n * parts,
+            "engine: c tuples per partition, l = c·d·partitions",
+        )
+    size, g = windows.get(node.id, (w.size or 0, w.granularity))
+    live, length, stay = range_window_edge(size, w.slide, g)
+    if live == 0:
+        return cm.EMPTY, 0.0, "engine: Γ leaves nothing"
+    edge = Edge(e.d / live, length, g)
+    return edge, live * stay / e.d, "paper (7), (8) in discrete time; engine: tuples stored until they leave"
+
+
+def range_window_edge(size: int, slide: int | None, g: int) -> tuple[float, float, float]:
+    """A Range window's effect on a stream of one-unit elements, exactly for integer time:
+    (share of tuples that survive Γ, mean validity length of those, mean time a survivor is
+    stored: waiting to enter plus waiting to leave). Averaged over the timestamp's residue
+    modulo the window's period (lcm of slide and g), all residues equally likely."""
+    period = math.lcm(slide or 1, g)
+    if period <= _ENUMERATION_LIMIT:
+        t = np.arange(period, dtype=np.int64)
+    else:
+        t = np.unique(np.linspace(0, period - 1, _ENUMERATION_LIMIT).astype(np.int64))
+    t = t + period * 1_000  # away from zero: floor division behaves the same everywhere
+    if slide:
+        enter = -((-t) // slide) * slide
+        leave = ((t + size) // slide + 1) * slide
+    else:
+        enter, leave = t, t + size + 1
+    if g > 1:
+        enter = -((-enter) // g) * g
+        leave = (leave // g) * g
+    live = enter < leave
+    if not live.any():
+        return 0.0, 0.0, 0.0
+    length = float((leave - enter)[live].mean())
+    stay = float(((enter - t) + (leave - t))[live].mean())
+    return float(live.mean()), length, stay
+
+
+def _aggregate(
+    node: PhysicalNode, op: L.Aggregate, e: Edge, obs: Observed, assumed: list[str]
+) -> tuple[Edge, float, str]:
+    n_in = _size(e)
+    keeps_values = any(a.distinct or a.fn in ("min", "max") for a in op.aggs)
+    values = n_in * sum(1 for a in op.aggs if a.distinct or a.fn in ("min", "max"))
+    note = "; MIN/MAX/DISTINCT keep ≤ N values" if keeps_values else ""
+    if not op.keys:
+        edge = cm.aggregate(e, poisson=True)
+        return edge, 1.0 + values, "paper (5), Poisson form; engine: one state (the window keeps the tuples)" + note
+    n = _groups(node, obs, assumed)
+    rows = groups_present(n, n_in)
+    edge = cm.group_by(e, max(1, round(n)), poisson=True) if math.isfinite(n) else e
+    return edge, rows + values, "paper (6), Poisson form; engine: groups present, n(1 − e^(−N/n))" + note
+
+
+def _to_stream(op: L.RelToStream, e: Edge) -> tuple[Edge, float, str]:
+    if op.op == "rstream":
+        n = _size(e)
+        d = 1.0 / n if n > 0 else math.inf
+        return Edge(d, 1.0), n, "engine: Rstream emits the whole relation every instant"
+    # Istream (Dstream) emits each element once, at its start (end): a stream at the same rate,
+    # buffering the current instant's changes.
+    return Edge(e.d, 1.0), 2 * e.rate, "engine: one element per + (−); buffers one instant"
+
+
+def groups_present(n: float, elements: float) -> float:
+    """Distinct keys among `elements` drawn (Poisson) from `n` equally likely keys:
+    n(1 − e^(−N/n)); every element its own key when n is infinite."""
+    if elements <= 0:
+        return 0.0
+    if not math.isfinite(n):
+        return elements
+    return n * -math.expm1(-elements / n)
+
+
+def solve_groups(present: float, elements: float) -> float:
+    """The number of equally likely keys n for which `elements` draws show `present`
+    distinct ones on average (inverse of `groups_present`); inf when they are all distinct.
+
+    >>> round(solve_groups(groups_present(50, 1000), 1000), 6)
+    50.0
+    """
+    if present <= 0 or elements <= 0:
+        return 0.0
+    if present >= elements * 0.999:
+        return math.inf
+    lo, hi = present, present * 2
+    while groups_present(hi, elements) < present:
+        hi *= 2
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if groups_present(mid, elements) < present:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2

@@ -1,0 +1,221 @@
+"""Measuring a running plan: what the cost model starts from, and what it is checked against.
+
+A `PlanMeter` is called after scheduling steps (`Executor.run(after_step=…)`, or the worker's
+loop). It measures, from the end of a warm-up (the time the largest window takes to fill):
+
+- the inputs of the model (`observed()`): each stream source's d, smoothed (`RateMeter`), and
+  its element size; stored relations' sizes; each filter's selectivity; each join's σ⋈, the
+  share of pairs of current rows whose keys match (`Join.key_matches`); each grouping's
+  distinct keys, turned into a key count n by the model's own formula over the estimated
+  input;
+- what the model predicts (`measured()`): each operator's state, averaged over application
+  time, and its CPU per second of application time.
+
+Application time is each operator's own watermark (the last instant it completed), so an
+operator's state is weighted by how long, in the stream's time, it held it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from cq_service.adaptive.estimate import Observed, estimate_plan, solve_groups
+from cq_service.adaptive.rates import RateMeter
+from cq_service.cql import logical as L
+from cq_service.engine.executor import Executor
+from cq_service.engine.operators.base import NEVER, Operator
+from cq_service.engine.operators.join import Join
+from cq_service.plan.physical import PhysicalPlan
+
+__all__ = ["Measured", "PlanMeter", "warmup_of"]
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One operator after warm-up: mean state (rows, bytes) over application time, CPU in
+    seconds per second of application time, rows in and out."""
+
+    rows: float
+    bytes: float
+    cpu: float
+    rows_in: int
+    rows_out: int
+    span: float  # application time measured, in time units
+
+
+def warmup_of(plan: PhysicalPlan) -> int:
+    """Time units until every window of `plan` holds a full window: its largest Range (with
+    slide), or 0."""
+    longest = 0
+    for n in plan.nodes:
+        if isinstance(n.op, L.WindowOp) and n.op.window.kind == "range":
+            w = n.op.window
+            longest = max(longest, (w.size or 0) + (w.slide or 0) + w.granularity)
+    return longest
+
+
+class _Track:
+    """One operator's accumulators since the warm-up."""
+
+    __slots__ = (
+        "busy",
+        "byte_time",
+        "last_bytes",
+        "last_pairs",
+        "last_product",
+        "last_rows",
+        "last_wm",
+        "pair_time",
+        "product_time",
+        "row_time",
+        "rows_in",
+        "rows_out",
+        "span",
+        "start_busy",
+        "start_in",
+        "start_out",
+        "started",
+    )
+
+    def __init__(self) -> None:
+        self.started = False
+        self.last_wm = NEVER
+        self.last_rows = self.last_bytes = 0
+        self.row_time = self.byte_time = self.span = 0.0
+        self.start_in = self.start_out = 0
+        self.start_busy = self.busy = 0.0
+        self.rows_in = self.rows_out = 0
+        # a join's key matches and the product of its sides' sizes (its selectivity's parts)
+        self.last_pairs = self.last_product = 0
+        self.pair_time = self.product_time = 0.0
+
+
+class PlanMeter:
+    """Measures `plan` as run by an executor whose first operators are the plan's nodes (in
+    order, as `engine.build` makes them)."""
+
+    def __init__(self, plan: PhysicalPlan, unit_seconds: float, warmup: int | None = None):
+        self.plan = plan
+        self.unit_seconds = unit_seconds
+        self.warmup = warmup_of(plan) if warmup is None else warmup
+        self.start = NEVER  # the first instant any source reached
+        self.rates: dict[str, RateMeter] = {}
+        self._tracks = {n.id: _Track() for n in plan.nodes}
+        self._ops: list[Operator] = []
+
+    def __call__(self, executor: Executor) -> None:
+        if not self._ops:
+            self._ops = executor.operators[: len(self.plan.nodes)]
+        for node, op in zip(self.plan.nodes, self._ops, strict=True):
+            if isinstance(node.op, L.Source) and self.start == NEVER and op.watermark != NEVER:
+                self.start = op.watermark
+            self._sample(self._tracks[node.id], op)
+            if isinstance(node.op, L.Source) and not node.op.is_relation:
+                meter = self.rates.setdefault(node.op.name, RateMeter())
+                if op.watermark != NEVER:
+                    meter.observe(op.watermark, op.rows_out)
+
+    def _sample(self, t: _Track, op: Operator) -> None:
+        wm = op.watermark
+        if wm == NEVER or self.start == NEVER or wm < self.start + self.warmup:
+            return
+        rows, nbytes = op.state_size()
+        advanced = not t.started or wm > t.last_wm
+        if isinstance(op, Join) and advanced:
+            pairs, product = op.key_matches(), math.prod(op.sides())
+        else:
+            pairs, product = t.last_pairs, t.last_product
+        if not t.started:
+            t.started = True
+            t.last_wm, t.start_in, t.start_out, t.start_busy = wm, op.rows_in, op.rows_out, op.busy_seconds
+        elif advanced:
+            dt = wm - t.last_wm
+            t.row_time += (t.last_rows + rows) / 2 * dt
+            t.byte_time += (t.last_bytes + nbytes) / 2 * dt
+            t.pair_time += (t.last_pairs + pairs) / 2 * dt
+            t.product_time += (t.last_product + product) / 2 * dt
+            t.span += dt
+            t.last_wm = wm
+        t.last_rows, t.last_bytes = rows, nbytes
+        t.last_pairs, t.last_product = pairs, product
+        t.rows_in, t.rows_out = op.rows_in - t.start_in, op.rows_out - t.start_out
+        t.busy = op.busy_seconds - t.start_busy
+
+    def finish(self, executor: Executor) -> None:
+        """Take the last sample (after the run ends)."""
+        self(executor)
+
+    # -- results --------------------------------------------------------------------------------
+
+    def measured(self) -> dict[int, Measured]:
+        out = {}
+        for nid, t in self._tracks.items():
+            span = t.span
+            out[nid] = Measured(
+                rows=t.row_time / span if span else float(t.last_rows),
+                bytes=t.byte_time / span if span else float(t.last_bytes),
+                cpu=t.busy / (span * self.unit_seconds) if span else 0.0,
+                rows_in=t.rows_in,
+                rows_out=t.rows_out,
+                span=span,
+            )
+        return out
+
+    def observed(self, *, smoothed: bool = False) -> Observed:
+        """The model's inputs as measured: sources' d (the mean since warm-up, or the smoothed
+        value for a live resource manager), then the selectivities and key counts that make the
+        model reproduce each join's output rate and each grouping's distinct keys."""
+        measured = self.measured()
+        source_d, row_bytes, relation_rows, delay = {}, {}, {}, {}
+        selectivity: dict[int, float] = {}
+        for node, op in zip(self.plan.nodes, self._ops, strict=False):
+            m = measured[node.id]
+            if isinstance(node.op, L.Source):
+                if op.rows_out:
+                    row_bytes[node.op.name] = op.output.total_bytes / max(1, op.output.total_rows)
+                if node.op.is_relation:
+                    relation_rows[node.op.name] = float(op.rows_out)
+                else:
+                    meter = self.rates.get(node.op.name)
+                    d = meter.d if (meter and smoothed) else _mean_distance(op)
+                    if d is not None and math.isfinite(d):
+                        source_d[node.op.name] = d
+                    delay[node.op.name] = op.reorder.max_delay  # type: ignore[attr-defined]
+            elif isinstance(node.op, L.Filter) and m.rows_in:
+                selectivity[node.id] = m.rows_out / m.rows_in
+            elif isinstance(node.op, L.Join) and self._tracks[node.id].product_time > 0:
+                t = self._tracks[node.id]
+                selectivity[node.id] = t.pair_time / t.product_time
+        obs = Observed(source_d, row_bytes, relation_rows, selectivity, {}, delay)
+        # Joins and groupings depend on their inputs' estimates: settle them bottom-up.
+        for _ in range(len(self.plan.nodes)):
+            est = estimate_plan(self.plan, obs, unit_seconds=self.unit_seconds)
+            sel, groups = dict(obs.selectivity), dict(obs.groups)
+            for node in self.plan.nodes:
+                m = measured[node.id]
+                ins = [est[i].edge for i in node.inputs]
+                if isinstance(node.op, (L.Aggregate, L.Distinct)) and m.span:
+                    keyed = not isinstance(node.op, L.Aggregate) or node.op.keys
+                    if keyed and ins[0].rate > 0:
+                        present = m.rows - _values_kept(node.op, ins[0].l / ins[0].d)
+                        groups[node.id] = solve_groups(present, ins[0].l / ins[0].d)
+            new = replace(obs, selectivity=sel, groups=groups)
+            if new == obs:
+                break
+            obs = new
+        return obs
+
+
+def _mean_distance(op: Operator) -> float | None:
+    """A source's mean time between elements over all it has read."""
+    first, last, n = op.first_seen, op.max_seen, op.rows_out  # type: ignore[attr-defined]
+    if first == NEVER or n < 2:
+        return None
+    return max(last - first, 1) / (n - 1)
+
+
+def _values_kept(op: L.LogicalOp, elements: float) -> float:
+    if not isinstance(op, L.Aggregate):
+        return 0.0
+    return elements * sum(1 for a in op.aggs if a.distinct or a.fn in ("min", "max"))
