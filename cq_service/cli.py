@@ -62,22 +62,16 @@ def explain(
 
     try:
         compiled = load_and_compile(file)
+        typer.echo(render(compiled.plan, policy or compiled.spec.resources.scheduler))
+        if costs:
+            from cq_service.explain_costs import measure_costs, render_costs
+
+            typer.echo("")
+            typer.echo(render_costs(measure_costs(compiled)))
     except CQError as e:
         for line in e.lines():
             typer.echo(line)
         raise typer.Exit(2) from None
-    typer.echo(render(compiled.plan, policy or compiled.spec.resources.scheduler))
-    if costs:
-        from cq_service.explain_costs import measure_costs, render_costs
-
-        try:
-            report = measure_costs(compiled)
-        except CQError as e:
-            for line in e.lines():
-                typer.echo(line)
-            raise typer.Exit(2) from None
-        typer.echo("")
-        typer.echo(render_costs(report))
 
 
 @app.command()
