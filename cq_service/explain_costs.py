@@ -16,7 +16,8 @@ from cq_service.adaptive.measure import Measured, PlanMeter, warmup_of
 from cq_service.compiler import CompiledPipeline
 from cq_service.plan.explain import describe
 from cq_service.runner import run_pipeline
-from cq_service.spec.model import TIME_UNITS, SinkSpec
+from cq_service.spec.model import SinkSpec
+from cq_service.stats import human_bytes
 
 __all__ = ["CostReport", "measure_costs", "render_costs"]
 
@@ -33,7 +34,7 @@ class CostReport:
 
 def measure_costs(compiled: CompiledPipeline, batch_rows: int = 1_024) -> CostReport:
     """Run `compiled` over its sources, discarding results, and estimate it."""
-    unit = TIME_UNITS[compiled.spec.time_unit] / 1e9
+    unit = compiled.spec.time_unit_ns / 1e9
     plan = compiled.plan
     quiet = replace(
         plan, sinks=[replace(s, sink=SinkSpec(type="blackhole")) for s in plan.sinks]
@@ -51,14 +52,6 @@ def measure_costs(compiled: CompiledPipeline, batch_rows: int = 1_024) -> CostRe
     costs = EngineCosts.load()
     est = estimate_plan(plan, observed, costs=costs, unit_seconds=unit)
     return CostReport(compiled, observed, est, meter.measured(), costs, meter.warmup)
-
-
-def _size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f}"
 
 
 def _error(est: float, meas: float) -> str:
@@ -86,7 +79,7 @@ def render_costs(r: CostReport) -> str:
         label = f"#{node.id} {describe(node.op)}"[:40]
         lines.append(
             f"{label:<40} {e.rows:>10.1f} {m.rows:>10.1f} {_error(e.rows, m.rows):>7}"
-            f" {_size(e.bytes):>10} {_size(m.bytes):>10} {e.cpu:>9.2e} {m.cpu:>9.2e}"
+            f" {human_bytes(e.bytes):>10} {human_bytes(m.bytes):>10} {e.cpu:>9.2e} {m.cpu:>9.2e}"
         )
         lines.append(f"{'':<4}{e.formula}")
         if e.assumed:
@@ -100,5 +93,5 @@ def render_costs(r: CostReport) -> str:
         lines.append(f"  #{nid} keys {n:.4g}")
     total_e = sum(e.bytes for e in r.estimates.values())
     total_m = sum(m.bytes for m in r.measured.values())
-    lines.append(f"synopses in all: estimated {_size(total_e)}, measured {_size(total_m)}")
+    lines.append(f"synopses in all: estimated {human_bytes(total_e)}, measured {human_bytes(total_m)}")
     return "\n".join(lines)

@@ -9,14 +9,15 @@ from cq_service.engine.scheduler.priority import PriorityPolicy
 if TYPE_CHECKING:
     from cq_service.runner import RunReport
 
-__all__ = ["render_stats"]
+__all__ = ["human_bytes", "render_stats"]
 
 
-def _size(n: int) -> str:
+def human_bytes(n: float) -> str:
+    """`n` bytes in B, KiB, MiB or GiB."""
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
+        n /= 1024
     return str(n)
 
 
@@ -33,16 +34,16 @@ def render_stats(report: RunReport) -> str:
         u = ex.memory.synopses.get(op.name)
         pr, pb = (u.peak_rows, u.peak_bytes) if u else (0, 0)
         label = f"{op.name} {op.describe()}"[:44]
-        lines.append(f"{label:<44} {op.rows_in:>10} {op.rows_out:>10} {pr:>10} {_size(pb):>11}")
+        lines.append(f"{label:<44} {op.rows_in:>10} {op.rows_out:>10} {pr:>10} {human_bytes(pb):>11}")
     lines.append(f"{'queue':<44} {'total':>10} {'':>10} {'peak rows':>10} {'peak bytes':>11}")
     for q in ex.queues:
-        lines.append(f"{q.name:<44} {q.total_rows:>10} {'':>10} {q.peak_rows:>10} {_size(q.peak_bytes):>11}")
+        lines.append(f"{q.name:<44} {q.total_rows:>10} {'':>10} {q.peak_rows:>10} {human_bytes(q.peak_bytes):>11}")
     mem = ex.memory
     lines.append(
-        f"queued elements: peak {mem.queued.peak_rows} rows / {_size(mem.queued.peak_bytes)}, "
-        f"average {mem.average_queue_rows:,.1f} rows / {_size(int(mem.average_queue_bytes))}"
+        f"queued elements: peak {mem.queued.peak_rows} rows / {human_bytes(mem.queued.peak_bytes)}, "
+        f"average {mem.average_queue_rows:,.1f} rows / {human_bytes(int(mem.average_queue_bytes))}"
     )
-    lines.append(f"peak memory of queues and synopses: {_size(mem.peak_total_bytes)}")
+    lines.append(f"peak memory of queues and synopses: {human_bytes(mem.peak_total_bytes)}")
     lines.extend(_latencies(report))
     lines.extend(_priorities(report))
     return "\n".join(lines)

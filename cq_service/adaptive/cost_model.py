@@ -57,6 +57,11 @@ class Edge:
         """Elements per time unit."""
         return 0.0 if math.isinf(self.d) else 1.0 / self.d
 
+    @property
+    def size(self) -> float:
+        """Elements valid at any instant (l/d): a relation's expected size."""
+        return self.l * self.rate
+
 
 EMPTY = Edge(math.inf, 0.0)
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -41,7 +41,9 @@ __all__ = [
     "estimate_plan",
     "groups_present",
     "range_window_edge",
+    "settle_groups",
     "solve_groups",
+    "values_kept",
 ]
 
 FOREVER = 1e12  # the lifetime of a stored relation's rows, in time units ("for all time")
@@ -85,7 +87,7 @@ class OperatorEstimate:
     @property
     def size(self) -> float:
         """Elements in the output relation (l/d), or per time unit of a stream."""
-        return 0.0 if math.isinf(self.edge.d) else self.edge.l / self.edge.d
+        return self.edge.size
 
 
 def estimate_plan(
@@ -108,6 +110,30 @@ def estimate_plan(
     return out
 
 
+def settle_groups(
+    plan: PhysicalPlan,
+    observed: Observed,
+    present: Mapping[int, float],
+    *,
+    unit_seconds: float = 1e-3,
+) -> Observed:
+    """`observed` with the key count n of each grouping (aggregate by keys, distinct) whose
+    mean number of groups `present` was measured, solved over its estimated input size. One
+    pass bottom-up: a grouping's input depends only on the nodes below it."""
+    costs = EngineCosts()  # CPU plays no part here
+    obs = observed
+    out: dict[int, OperatorEstimate] = {}
+    for node in plan.nodes:
+        ins = [out[i] for i in node.inputs]
+        if node.id in present and ins and ins[0].edge.rate > 0:
+            n_in = ins[0].edge.size
+            kept = values_kept(node.op, n_in) if isinstance(node.op, L.Aggregate) else 0.0
+            groups = {**obs.groups, node.id: solve_groups(present[node.id] - kept, n_in)}
+            obs = replace(obs, groups=groups)
+        out[node.id] = _estimate(node, ins, obs, costs, unit_seconds, {})
+    return obs
+
+
 def _estimate(
     node: PhysicalNode,
     ins: list[OperatorEstimate],
@@ -126,7 +152,7 @@ def _estimate(
     state_bytes = out_bytes  # bytes per element the operator keeps
     rows = 0.0
     if isinstance(op, L.WindowOp):
-        edge, rows, formula = _window(node, op, edges[0], obs, windows)
+        edge, rows, formula = _window(node, op, edges[0], obs, windows, assumed)
     elif isinstance(op, (L.Filter, L.Sample)):
         sel = (op.percent / 100.0) if isinstance(op, L.Sample) else _selectivity(node, obs, assumed)
         edge, formula = cm.select(edges[0], sel), "paper (2)"
@@ -140,39 +166,39 @@ def _estimate(
         edge = cm.cross(a, b, sel)
         rows = _side(op.left, a) + _side(op.right, b)
         out_bytes = sum(in_bytes)
-        state_bytes = _mean_bytes([(_size(a), in_bytes[0]), (_size(b), in_bytes[1])]) + 8 * (
+        state_bytes = _mean_bytes([(a.size, in_bytes[0]), (b.size, in_bytes[1])]) + 8 * (
             len(op.left_keys) + 1
         )  # each side's rows, their keys and weights
         formula = "paper (4); engine: (9) without the wait term, retractions pending"
     elif isinstance(op, L.MarkJoin):
         edge = edges[0]
-        rows = _size(edges[0]) + _size(edges[1])
-        state_bytes = _COUNTER * (len(op.schema) + 1)
+        rows = edges[0].size + edges[1].size
+        state_bytes = _counted(op, extra=1)
         formula = "engine: both inputs kept, output follows the left input"
     elif isinstance(op, L.Aggregate):
         edge, rows, formula = _aggregate(node, op, edges[0], obs, assumed)
-        out_bytes = state_bytes = _COUNTER * (len(op.schema) + 2)
+        out_bytes = state_bytes = _counted(op)
     elif isinstance(op, L.Distinct):
         n = _groups(node, obs, assumed)
         edge = cm.group_by(edges[0], max(1, round(n))) if math.isfinite(n) else edges[0]
-        rows = groups_present(n, _size(edges[0]))
+        rows = groups_present(n, edges[0].size)
         formula = "engine: distinct rows present, n(1 − e^(−N/n)); output (6)"
-        state_bytes = _COUNTER * (len(op.schema) + 2)
+        state_bytes = _counted(op)
     elif isinstance(op, L.SetOperation):
         edge = cm.union(*edges)
         if op.op == "union" and op.all:
             formula = "paper (3)"
         else:
             n = _groups(node, obs, assumed)
-            rows = sum(groups_present(n, _size(e)) for e in edges)
+            rows = sum(groups_present(n, e.size) for e in edges)
             formula = "paper (3) for the output; engine: distinct rows present per side"
-            state_bytes = _COUNTER * (len(op.schema) + 2)
+            state_bytes = _counted(op)
     elif isinstance(op, L.Clock):
         edge, formula = cm.union(*edges), "paper (3) (ticks only)"
     elif isinstance(op, L.RelToStream):
         edge, rows, formula = _to_stream(op, edges[0])
         if op.op == "rstream":
-            state_bytes = _COUNTER * (len(op.schema) + 2)
+            state_bytes = _counted(op)
     else:  # pragma: no cover - every logical operator is listed above
         raise TypeError(f"no estimate for {type(op).__name__}")
     rows_in = sum(_flow(e.edge, e.stream) for e in ins)
@@ -221,9 +247,11 @@ def _source(
     )
 
 
-# Operators that keep rows as Python objects count 8 bytes per value, plus key and count
-# (what their `state_size` reports); windows and joins report their Arrow buffers.
-_COUNTER = 8
+def _counted(op: L.LogicalOp, extra: int = 2) -> float:
+    """Bytes per row of a state kept as Python objects: operators that keep one count 8 bytes
+    per value plus `extra` (key and count), as their `state_size` reports; windows and joins
+    report their Arrow buffers instead."""
+    return 8.0 * (len(op.schema) + extra)
 
 
 def _mean_bytes(parts: list[tuple[float, float]]) -> float:
@@ -248,7 +276,7 @@ def _side(op: L.LogicalOp, e: Edge) -> float:
     which the join drops from the front (engine/fifo.py); any other relation's retractions
     wait for a consolidation."""
     fifo = isinstance(op, L.WindowOp) and not op.window.partition_by
-    return _size(e) * (1.0 if fifo else PENDING_RETRACTIONS)
+    return e.size * (1.0 if fifo else PENDING_RETRACTIONS)
 
 
 def _flow(e: Edge, stream: bool) -> float:
@@ -262,7 +290,7 @@ def _pairs(op: L.LogicalOp, edges: list[Edge]) -> float:
     side's current contents (a hash join's are in its result rows)."""
     if isinstance(op, L.Join) and not op.left_keys:
         a, b = edges
-        return 2 * (a.rate * _size(b) + b.rate * _size(a))
+        return 2 * (a.rate * b.size + b.rate * a.size)
     return 0.0
 
 
@@ -294,6 +322,7 @@ def _window(
     e: Edge,
     obs: Observed,
     windows: Mapping[int, tuple[int, int]],
+    assumed: list[str],
 ) -> tuple[Edge, float, str]:
     w = op.window
     if e.rate == 0:
@@ -304,7 +333,7 @@ def _window(
         n = float(w.n or 0)
         if not w.partition_by:
             return Edge(e.d, max(n * e.d, 1.0)), n, "paper: tuple window, M = c·s, l = c·d"
-        parts = obs.groups.get(node.id, DEFAULT_GROUPS)
+        parts = _groups(node, obs, assumed)
         return (
             Edge(e.d, max(n * e.d * parts, 1.0)),
             n * parts,
@@ -348,10 +377,9 @@ def range_window_edge(size: int, slide: int | None, g: int) -> tuple[float, floa
 def _aggregate(
     node: PhysicalNode, op: L.Aggregate, e: Edge, obs: Observed, assumed: list[str]
 ) -> tuple[Edge, float, str]:
-    n_in = _size(e)
-    keeps_values = any(a.distinct or a.fn in ("min", "max") for a in op.aggs)
-    values = n_in * sum(1 for a in op.aggs if a.distinct or a.fn in ("min", "max"))
-    note = "; MIN/MAX/DISTINCT keep ≤ N values" if keeps_values else ""
+    n_in = e.size
+    values = values_kept(op, n_in)
+    note = "; MIN/MAX/DISTINCT keep ≤ N values" if any(a.keeps_values for a in op.aggs) else ""
     if not op.keys:
         edge = cm.aggregate(e, poisson=True)
         return edge, 1.0 + values, "paper (5), Poisson form; engine: one state (the window keeps the tuples)" + note
@@ -361,9 +389,15 @@ def _aggregate(
     return edge, rows + values, "paper (6), Poisson form; engine: groups present, n(1 − e^(−N/n))" + note
 
 
+def values_kept(op: L.Aggregate, elements: float) -> float:
+    """Values an aggregate's MIN, MAX and DISTINCT keep over `elements` input rows (at most
+    one per row each; the estimate takes the bound)."""
+    return elements * sum(1 for a in op.aggs if a.keeps_values)
+
+
 def _to_stream(op: L.RelToStream, e: Edge) -> tuple[Edge, float, str]:
     if op.op == "rstream":
-        n = _size(e)
+        n = e.size
         d = 1.0 / n if n > 0 else math.inf
         return Edge(d, 1.0), n, "engine: Rstream emits the whole relation every instant"
     # Istream (Dstream) emits each element once, at its start (end): a stream at the same rate,

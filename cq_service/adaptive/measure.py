@@ -18,9 +18,9 @@ operator's state is weighted by how long, in the stream's time, it held it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from cq_service.adaptive.estimate import Observed, estimate_plan, solve_groups
+from cq_service.adaptive.estimate import Observed, settle_groups
 from cq_service.adaptive.rates import RateMeter
 from cq_service.cql import logical as L
 from cq_service.engine.executor import Executor
@@ -163,9 +163,9 @@ class PlanMeter:
         return out
 
     def observed(self, *, smoothed: bool = False) -> Observed:
-        """The model's inputs as measured: sources' d (the mean since warm-up, or the smoothed
-        value for a live resource manager), then the selectivities and key counts that make the
-        model reproduce each join's output rate and each grouping's distinct keys."""
+        """The model's inputs as measured: sources' d (the mean over what they read, or the
+        smoothed value for a live resource manager), selectivities, and the key counts that
+        make the model reproduce each grouping's distinct keys."""
         measured = self.measured()
         source_d, row_bytes, relation_rows, delay = {}, {}, {}, {}
         selectivity: dict[int, float] = {}
@@ -188,23 +188,13 @@ class PlanMeter:
                 t = self._tracks[node.id]
                 selectivity[node.id] = t.pair_time / t.product_time
         obs = Observed(source_d, row_bytes, relation_rows, selectivity, {}, delay)
-        # Joins and groupings depend on their inputs' estimates: settle them bottom-up.
-        for _ in range(len(self.plan.nodes)):
-            est = estimate_plan(self.plan, obs, unit_seconds=self.unit_seconds)
-            sel, groups = dict(obs.selectivity), dict(obs.groups)
-            for node in self.plan.nodes:
-                m = measured[node.id]
-                ins = [est[i].edge for i in node.inputs]
-                if isinstance(node.op, (L.Aggregate, L.Distinct)) and m.span:
-                    keyed = not isinstance(node.op, L.Aggregate) or node.op.keys
-                    if keyed and ins[0].rate > 0:
-                        present = m.rows - _values_kept(node.op, ins[0].l / ins[0].d)
-                        groups[node.id] = solve_groups(present, ins[0].l / ins[0].d)
-            new = replace(obs, selectivity=sel, groups=groups)
-            if new == obs:
-                break
-            obs = new
-        return obs
+        present = {
+            node.id: measured[node.id].rows
+            for node in self.plan.nodes
+            if measured[node.id].span
+            and (isinstance(node.op, L.Distinct) or (isinstance(node.op, L.Aggregate) and node.op.keys))
+        }
+        return settle_groups(self.plan, obs, present, unit_seconds=self.unit_seconds)
 
 
 def _mean_distance(op: Operator) -> float | None:
@@ -213,9 +203,3 @@ def _mean_distance(op: Operator) -> float | None:
     if first == NEVER or n < 2:
         return None
     return max(last - first, 1) / (n - 1)
-
-
-def _values_kept(op: L.LogicalOp, elements: float) -> float:
-    if not isinstance(op, L.Aggregate):
-        return 0.0
-    return elements * sum(1 for a in op.aggs if a.distinct or a.fn in ("min", "max"))

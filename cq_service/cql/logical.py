@@ -318,6 +318,11 @@ class AggCall:
     distinct: bool
     type: DataType
 
+    @property
+    def keeps_values(self) -> bool:
+        """Whether its state holds the values themselves (MIN, MAX, DISTINCT), not a sum."""
+        return self.distinct or self.fn in ("min", "max")
+
 
 @dataclass(frozen=True)
 class Aggregate:

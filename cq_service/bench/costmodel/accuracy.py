@@ -22,13 +22,12 @@ import pyarrow.parquet as pq
 
 from cq_service.adaptive.estimate import estimate_plan
 from cq_service.adaptive.measure import PlanMeter
+from cq_service.bench.costmodel.streams import KEYS, poisson_timestamps
 from cq_service.compiler import load_and_compile
 from cq_service.cql import logical as L
 from cq_service.runner import run_pipeline
 
 __all__ = ["Case", "CaseResult", "as_json", "cases", "poisson_stream", "run", "run_case", "text"]
-
-KEYS = 50  # keys are uniform on 0..49, as in the paper's equi-join
 
 
 @dataclass(frozen=True)
@@ -93,9 +92,7 @@ def poisson_stream(d: float, seconds: float, seed: int) -> pa.Table:
     """Integer millisecond timestamps with exponential gaps of mean `d`, keys uniform on
     0..KEYS-1."""
     rng = np.random.default_rng(seed)
-    n = int(seconds * 1000 / d * 1.2) + 10
-    ts = np.floor(np.cumsum(rng.exponential(d, n))).astype(np.int64)
-    ts = ts[ts < seconds * 1000]
+    ts = poisson_timestamps(rng, d, seconds)
     return pa.table({"ts": ts, "a": rng.integers(0, KEYS, len(ts)), "v": rng.integers(0, 1000, len(ts))})
 
 

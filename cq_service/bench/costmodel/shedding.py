@@ -14,9 +14,9 @@ and result work, while shedding keeps only ¼ (a result needs both of its tuples
 full run's as multisets.
 
 Measured per run: the join's state (rows and bytes, the time-weighted average over application
-time after a 10 s warm-up), its CPU (busy seconds, the median over repeats, and a count that is
-not wall-clock noise: probe work = the join's input elements, `+` and `−`, plus the result
-elements written, `+` and `−`), and the results it produced. The join's own output count is
+time after a warm-up of one window, measured by `PlanMeter`), its CPU (busy seconds, the median
+over repeats, and a count that is not wall-clock noise: probe work = the join's input elements,
+`+` and `−`, plus the result elements written, `+` and `−`), and the results it produced. The join's own output count is
 shown too: it also holds pairs that cancel within one step (a new tuple and an expired one),
 more of them the shorter the window, so it is not the model's result work.
 """
@@ -32,6 +32,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from cq_service.adaptive.measure import PlanMeter
+from cq_service.bench.costmodel.streams import KEYS, poisson_timestamps
 from cq_service.compiler import compile_pipeline
 from cq_service.engine.build import SourceOptions, build_executor
 from cq_service.engine.executor import Executor
@@ -43,9 +45,7 @@ from cq_service.spec import load_pipeline_text
 __all__ = ["RUNS", "Setting", "generate", "run", "text"]
 
 RATE = 100  # tuples per second per stream
-KEYS = 50  # a is uniform in 0..KEYS-1
 WINDOW_S = 10
-WARMUP_S = 10  # state samples before this (the windows filling up) are skipped
 CHUNK_ROWS = 100  # rows per source read: about 1 s of one stream, so state is seen every ~1 s
 
 
@@ -85,12 +85,9 @@ queries:
 def generate(seconds: float, seed: int) -> dict[str, pa.Table]:
     """S and T: Poisson arrivals at `RATE` per second over `seconds`, keys uniform."""
     rng = np.random.default_rng(seed)
-    end = int(seconds * 1000)
     tables = {}
     for name in ("S", "T"):
-        n = int(seconds * RATE * 1.2) + 100  # enough gaps to pass the end
-        ts = np.floor(np.cumsum(rng.exponential(1000 / RATE, n))).astype(np.int64)
-        ts = ts[ts <= end]
+        ts = poisson_timestamps(rng, 1000 / RATE, seconds)
         a = rng.integers(0, KEYS, len(ts), dtype=np.int64)
         tables[name] = pa.table({"ts": ts, "a": a})
     return tables
@@ -156,12 +153,14 @@ def _run_once(folder: Path, setting: Setting, seed: int, span: int) -> tuple[_Ru
     if setting.shed:
         for k, w in enumerate(windows):  # a seed per window: S and T drop different positions
             w.shed(setting.shed, seed=2 * seed + k)
+    meter = PlanMeter(compiled.plan, unit_seconds=1e-3)
     try:
-        samples = _drive(executor, join)
+        _drive(executor, meter)
     finally:
         for r in readers.values():
             r.close()
-    rows, nbytes = _time_average(samples)
+    state = meter.measured()[compiled.plan.nodes[executor.operators.index(join)].id]
+    rows, nbytes = state.rows, state.bytes
     keys = results.keys()
     written = sum(s.written for s in executor.sinks)
     return _Run(
@@ -178,33 +177,18 @@ def _run_once(folder: Path, setting: Setting, seed: int, span: int) -> tuple[_Ru
     ), keys
 
 
-def _drive(executor: Executor, join: Join) -> list[tuple[int, int, int]]:
-    """Read a chunk of every source, run everything downstream, note the join's state at its
-    time; at the end of input, let the executor finish. Returns (instant, rows, bytes)."""
-    samples = []
+def _drive(executor: Executor, meter: PlanMeter) -> None:
+    """Read a chunk of every source and run everything downstream, then let `meter` sample
+    the state (after its warm-up, a window's length); at the end of input, let the executor
+    finish."""
     while any(not s.exhausted for s in executor.sources):
         for s in executor.sources:
             if not s.exhausted:
                 executor.step(s)
         executor.drain()
-        if join.watermark >= WARMUP_S * 1000:
-            samples.append((join.watermark, *join.state_size()))
+        meter(executor)
     executor.run()
-    return samples
-
-
-def _time_average(samples: list[tuple[int, int, int]]) -> tuple[float, float]:
-    """The state at a sample holds until the next one: weight it by that interval."""
-    if len(samples) < 2:
-        return (float(samples[0][1]), float(samples[0][2])) if samples else (0.0, 0.0)
-    at = np.array([s[0] for s in samples], dtype=np.float64)
-    weight = np.diff(at)
-    total = weight.sum()
-    if total == 0:
-        return float(np.mean([s[1] for s in samples])), float(np.mean([s[2] for s in samples]))
-    rows = np.array([s[1] for s in samples[:-1]], dtype=np.float64)
-    nbytes = np.array([s[2] for s in samples[:-1]], dtype=np.float64)
-    return float(rows @ weight / total), float(nbytes @ weight / total)
+    meter.finish(executor)
 
 
 def _counts(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

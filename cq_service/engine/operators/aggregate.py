@@ -506,7 +506,7 @@ class Aggregate(MultiInputOperator):
         self._groups: dict[tuple, _Group] = {}
         self.is_global = not keys
         # Only MIN, MAX and DISTINCT keep values per group; the others' state is the groups.
-        self._keeps_values = any(c.distinct or c.fn in ("min", "max") for c in aggs)
+        self._keeps_values = any(c.keeps_values for c in aggs)
         self._started = False
 
     def describe(self) -> str:
