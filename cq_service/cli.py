@@ -321,19 +321,22 @@ def bench_costmodel(
     ),
 ) -> None:
     """The cost model against the engine (docs/resources.md): estimated vs measured memory and
-    CPU of joins and aggregations over Poisson streams, and window reduction vs load shedding
-    on the paper's equi-join (Figs. 9–11)."""
+    CPU of joins and aggregations over Poisson streams, window reduction vs load shedding on
+    the paper's equi-join (Figs. 9–11), and the adaptation delays of window and granularity
+    changes (Fig. 7; chart delays.png)."""
     import json
 
-    from cq_service.bench.costmodel import accuracy, shedding
+    from cq_service.bench.costmodel import accuracy, delays, shedding
 
     results = accuracy.run(quick=quick, seed=seed)
     shed = shedding.run(seconds=120 if quick else 600, seed=seed)
-    data = {"accuracy": accuracy.as_json(results), "shedding": shed}
+    delayed = delays.run(quick=quick, seed=seed)
+    data = {"accuracy": accuracy.as_json(results), "shedding": shed, "delays": delays.as_json(delayed)}
     out.mkdir(parents=True, exist_ok=True)
     suffix = "-quick" if quick else ""
     (out / f"costmodel{suffix}.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
-    report = accuracy.text(results) + "\n\n" + shedding.text(shed)
+    delays.chart(delayed, out / f"delays{suffix}.png")
+    report = accuracy.text(results) + "\n\n" + shedding.text(shed) + "\n\n" + delays.text(delayed)
     (out / f"costmodel{suffix}.txt").write_text(report + "\n")
     typer.echo(json.dumps(data, default=str) if json_output else report)
 
