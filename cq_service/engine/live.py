@@ -32,11 +32,14 @@ __all__ = ["LiveEngine"]
 
 @dataclass
 class _Group:
-    """Operators added together; `owners[id(op)]` are the queries still using op."""
+    """Operators added together, from `plan`; `owners[id(op)]` are the queries still using
+    op, `by_node` the running operators by plan node id."""
 
+    plan: PhysicalPlan
     operators: list[Operator] = field(default_factory=list)
     queues: dict[int, Queue] = field(default_factory=dict)  # id(op) -> its output queue
     owners: dict[int, set[str]] = field(default_factory=dict)
+    by_node: dict[int, Operator] = field(default_factory=dict)
 
 
 class LiveEngine:
@@ -98,7 +101,7 @@ class LiveEngine:
         deployment) tags the operators for per-deployment scheduling (`ByOwner`). Returns the
         instants used, to be kept with the queries."""
         self._serial += 1
-        group = _Group()
+        group = _Group(plan)
         gates: dict[str, int] = {}
         built: dict[int, Operator] = {}
         for node in plan.nodes:
@@ -126,6 +129,7 @@ class LiveEngine:
                 op.name = f"g{self._serial}{op.name}"  # unique across groups
             op.owner = owner
             built[node.id] = op
+            group.by_node[node.id] = op
             group.operators.append(op)
             group.queues[id(op)] = out
             group.owners[id(op)] = set(node.queries)
@@ -167,29 +171,37 @@ class LiveEngine:
             for r in op.inputs:
                 r.queue.detach(r)
             del group.owners[id(op)], group.queues[id(op)]
+        group.by_node = {n: op for n, op in group.by_node.items() if id(op) in group.owners}
         group.operators = keep
         if not keep:
             self._groups.remove(group)
         self._rebuild()
 
+    def plan_of(self, query: str) -> tuple[PhysicalPlan, dict[int, Operator]]:
+        """The plan `query` was added with (shared with the queries added with it) and the
+        operators still running, by plan node id; a `Source` node's is the query's gate."""
+        group = self._group_of[query]
+        return group.plan, group.by_node
+
     # -- window adjustments ---------------------------------------------------------------------
 
     def windows(self, deployment: str, query: str) -> list[RangeWindow]:
         """The adjustable windows of `query` in `deployment`."""
-        return adjustable(self._operators_of(deployment), query)
+        return adjustable(self.operators_of(deployment), query)
 
     def adjust(
         self, deployment: str, query: str, knob: str, value: int, reason: str = ""
     ) -> list[Adjustment]:
         """Change a window knob of a running query as soon as its windows can (adjust.py)."""
-        return adjust(self._operators_of(deployment), query, knob, value, reason=reason)
+        return adjust(self.operators_of(deployment), query, knob, value, reason=reason)
 
     def replay(self, deployment: str, records: list[Adjustment]) -> list[Adjustment]:
         """Make a query's logged changes again at their instants (a restored query, before it
         reads anything)."""
-        return replay(self._operators_of(deployment), records)
+        return replay(self.operators_of(deployment), records)
 
-    def _operators_of(self, deployment: str) -> list[Operator]:
+    def operators_of(self, deployment: str) -> list[Operator]:
+        """The operators of `deployment`'s queries (not the shared sources)."""
         return [op for g in self._groups for op in g.operators if op.owner == deployment]
 
     def _rebuild(self) -> None:

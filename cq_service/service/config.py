@@ -18,6 +18,9 @@ Every setting (docs/service.md lists them):
 | step_seconds | CQ_STEP_SECONDS | 0.002 | about how long one scheduling step runs an operator |
 | policy | CQ_POLICY | (none) | scheduler of every deployment; none: each pipeline's own |
 | kafka_bootstrap | CQ_KAFKA_BOOTSTRAP | (none) | default Kafka address for sources and sinks that give none |
+| manage_interval | CQ_MANAGE_INTERVAL | 5.0 | seconds between the resource manager's rounds (0: none) |
+| memory_reserve | CQ_MEMORY_RESERVE | 0.1 | share of each memory budget kept free for bursts and adaptation delays |
+| grow_margin | CQ_GROW_MARGIN | 0.1 | windows grow back only when the estimate is below (1 − this) of the budget less the reserve |
 
 A deployment's scheduler: its control (`PUT /pipelines/{name}/control`, kept in the catalog),
 else `policy` if set, else the pipeline file's `resources.scheduler`. `policy` cannot be
@@ -61,8 +64,17 @@ class ServiceConfig:
     step_seconds: float = 0.002
     policy: str = ""  # "": each pipeline's own scheduler
     kafka_bootstrap: str | None = None
+    manage_interval: float = 5.0
+    memory_reserve: float = 0.1
+    grow_margin: float = 0.1
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.memory_reserve < 1.0:
+            raise ConfigError(f"setting memory_reserve: {self.memory_reserve} is not in [0, 1)")
+        if not 0.0 <= self.grow_margin < 1.0:
+            raise ConfigError(f"setting grow_margin: {self.grow_margin} is not in [0, 1)")
+        if self.manage_interval < 0:
+            raise ConfigError(f"setting manage_interval: {self.manage_interval} is negative")
         if self.step_seconds <= 0:
             raise ConfigError(f"setting step_seconds: {self.step_seconds} is not positive")
         if self.policy and self.policy not in SCHEDULERS:
@@ -91,6 +103,9 @@ _ENV = {
     "step_seconds": "CQ_STEP_SECONDS",
     "policy": "CQ_POLICY",
     "kafka_bootstrap": "CQ_KAFKA_BOOTSTRAP",
+    "manage_interval": "CQ_MANAGE_INTERVAL",
+    "memory_reserve": "CQ_MEMORY_RESERVE",
+    "grow_margin": "CQ_GROW_MARGIN",
 }
 
 

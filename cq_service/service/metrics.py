@@ -88,6 +88,34 @@ class _Snapshot:
         yield from _latency(d["latency"])
         yield from _schedulers(d["schedulers"])
         yield from _windows(d.get("windows", {}))
+        yield from _budgets(d.get("budgets", {}))
+
+
+def _budgets(budgets: dict[str, dict[str, Any]]) -> Iterator[Any]:
+    """Each deployment with a memory budget: the budget, its reserve, what the resource
+    manager estimates and measures, and the share of input each query sheds."""
+    gauges = {
+        key: GaugeMetricFamily(name, text, labels=["pipeline"])
+        for key, name, text in [
+            ("memory_budget", "cq_memory_budget_bytes", "A deployment's memory budget"),
+            ("reserve", "cq_memory_reserve_bytes", "The part of the budget kept free"),
+            ("estimated_bytes", "cq_memory_estimated_bytes",
+             "The cost model's memory at the settings in force"),
+            ("measured_bytes", "cq_memory_measured_bytes",
+             "Bytes the deployment's operators hold"),
+        ]
+    }
+    shed = GaugeMetricFamily(
+        "cq_shed_fraction", "Share of a query's window input dropped (load shedding)",
+        labels=["pipeline", "query"],
+    )
+    for pipeline, b in budgets.items():
+        for key, fam in gauges.items():
+            fam.add_metric([pipeline], float(b[key]))
+        for query, share in b["shedding"].items():
+            shed.add_metric([pipeline, query.split("/", 1)[-1]], share)
+    yield from gauges.values()
+    yield shed
 
 
 def _windows(windows: dict[tuple[str, str, str], tuple[int, int]]) -> Iterator[Any]:

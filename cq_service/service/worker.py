@@ -34,6 +34,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from apscheduler.schedulers.background import BackgroundScheduler
+
 from cq_service.catalog import AdjustmentRecord, Catalog, PipelineControlRecord
 from cq_service.catalog.spec_json import sink_json, stream_json
 from cq_service.compiler import CompiledPipeline, compile_pipeline
@@ -51,6 +53,7 @@ from cq_service.io.dead_letter import DeadLetterSink
 from cq_service.plan.planner import plan_queries
 from cq_service.plan.rewrite import simplify
 from cq_service.runner import DeadLetterRouter, scheduler_of
+from cq_service.service.budgets import BudgetKeeper
 from cq_service.service.checkpoint import (
     OffsetTracker,
     ResumeFilter,
@@ -133,6 +136,7 @@ class DeployResult:
     removed: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    rejected: dict[str, str] = field(default_factory=dict)  # query -> why it did not fit
 
     def to_json(self) -> dict[str, Any]:
         return self.__dict__.copy()
@@ -169,6 +173,8 @@ class Worker:
         self._checkpoint_due = 0.0
         self._reconcile_due = 0.0
         self.checkpoints = 0
+        self.budgets = BudgetKeeper(self)  # the resource manager (service/budgets.py)
+        self._manager: BackgroundScheduler | None = None
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -180,6 +186,7 @@ class Worker:
             self._restore.clear()
             self._restore_offsets.clear()
             self.ready = True
+            self._start_manager()
             while not self._stop.is_set():
                 self.step()
         finally:
@@ -202,6 +209,30 @@ class Worker:
 
     def stop(self) -> None:
         self._stop.set()
+
+    def _start_manager(self) -> None:
+        """The resource manager's rounds, every `manage_interval` seconds, on the engine
+        thread (between steps)."""
+        if self.config.manage_interval <= 0:
+            return
+        self._manager = BackgroundScheduler(daemon=True)
+        self._manager.add_job(
+            self._manage,
+            "interval",
+            seconds=self.config.manage_interval,
+            max_instances=1,
+            coalesce=True,
+            id="resource-manager",
+        )
+        self._manager.start()
+
+    def _manage(self) -> None:
+        if self._stop.is_set():
+            return
+        try:
+            self.call(self.budgets.tick, timeout=max(30.0, 4 * self.config.manage_interval))
+        except Exception:  # a round that fails or times out: the next one tries again
+            log.exception("resource manager round failed")
 
     def call(self, fn: Callable[[], T], timeout: float = 30.0) -> T:
         """Run `fn` on the engine thread, between steps; returns its result."""
@@ -318,6 +349,12 @@ class Worker:
                 (result.replaced if new is not None else result.removed).append(qname)
         start = [n for n in desired if n not in running or n in result.replaced]
         result.kept = [n for n in desired if n not in start]
+        turned_away: dict[str, _Query] = {}
+        for r in self.budgets.admit(spec, [desired[n] for n in start], [bound[n] for n in start]):
+            qname = r.query.split("/", 1)[1]
+            result.rejected[qname] = r.reason
+            start.remove(qname)
+            turned_away[qname] = desired.pop(qname)
         result.added = [n for n in start if n not in result.replaced]
         if start:
             try:
@@ -345,12 +382,21 @@ class Worker:
             )
         for qname in result.removed:
             self.catalog.set_query_status(name, qname, "stopped")
+        for qname, reason in result.rejected.items():
+            qspec = spec.queries[qname]
+            self.catalog.upsert_query(
+                name, qname, qspec.cql, sink_json(qspec.sink), qspec.weight,
+                turned_away[qname].version, "stopped",
+                error=f"rejected by admission control: {reason}", qos=_qos_ranges(qspec.qos),
+            )
+            self.catalog.log_adjustment(name, "rejected", {"reason": reason}, query=qname)
+            log.warning("%s/%s: rejected by admission control: %s", name, qname, reason)
         for stream in [*spec.streams.values(), *spec.relations.values()]:
             self.catalog.upsert_source(name, stream)  # `cq relation load` checks against these
         self._drop_unread_sources()
         self.pipelines[name] = spec
         self._apply_scheduler(name, spec)
-        if not (result.added or result.replaced or result.removed):
+        if not (result.added or result.replaced or result.removed or result.rejected):
             result.status = "unchanged"
         spec_hash = _hash_text(Path(spec.path)) if spec_hash is None else spec_hash
         self.catalog.record_deployment(name, spec_hash, revision, "applied")
@@ -610,6 +656,8 @@ class Worker:
         self.checkpoints += 1
 
     def _shutdown(self) -> None:
+        if self._manager is not None:
+            self._manager.shutdown(wait=False)
         try:
             self.checkpoint()
         except Exception:  # a broken sink must not hide why we stopped
@@ -667,12 +715,9 @@ def _check_qos(qos: QosSpec, kind: str, value: int, names: tuple[str, ...]) -> N
             rungs = ", ".join(map(str, qos.granularity)) or "none"
             raise AdjustmentError(f"granularity {value} is not a rung of the qos ladder ({rungs})")
         return
-    low = {n.lower() for n in names}
-    named = [r for r in qos.windows if r.stream is not None and r.stream.lower() in low]
-    ranges = named or [r for r in qos.windows if r.stream is None]
-    if not ranges:
+    r = qos.window_range(names)
+    if r is None:
         raise AdjustmentError(f"the window of {names[0]} has no qos.window range")
-    r = ranges[0]
     if not r.low <= value <= r.high:
         raise AdjustmentError(
             f"window {value} for {names[0]} is outside its qos range [{r.low}, {r.high}]"
@@ -859,6 +904,7 @@ def metrics_snapshot(worker: Worker) -> dict[str, Any]:
         "latency": latency,
         "schedulers": {name: c.to_json() for name, c in worker.schedulers.items()},
         "windows": window_settings(worker),
+        "budgets": {name: st.to_json() for name, st in worker.budgets.states.items()},
     }
 
 

@@ -130,6 +130,14 @@ class QosSpec:
     def adjustable(self) -> bool:
         return bool(self.windows or self.granularity)
 
+    def window_range(self, names: tuple[str, ...]) -> WindowRange | None:
+        """The range of the window on the FROM item called `names` (alias and name, any
+        case): the one naming it, else the one for every window, else None."""
+        low = {n.lower() for n in names}
+        named = [r for r in self.windows if r.stream is not None and r.stream.lower() in low]
+        ranges = named or [r for r in self.windows if r.stream is None]
+        return ranges[0] if ranges else None
+
 
 @dataclass(frozen=True)
 class QuerySpec:

@@ -1,0 +1,371 @@
+"""Holding each deployment inside its memory budget: the resource manager's loop in the worker.
+
+Every `manage_interval` seconds (an apscheduler job that runs `BudgetKeeper.tick` on the engine
+thread) the keeper takes each deployment with a `resources.memory_budget` (or `cpu_budget`):
+
+1. It measures its queries: sources' rates (smoothed, re-estimated on drift), selectivities
+   and key counts (`adaptive.measure.PlanMeter` over each query group's operators), and the
+   state its operators hold (`state_size`, bytes).
+2. It estimates each query's memory at the settings in force (`adaptive.manager`). Once a
+   query has been steady for its largest window (after it started or last changed), its
+   measured memory over its estimate scales its estimates from then on (1 to 4×), so a
+   model that falls short of the engine still holds the budget.
+3. It chooses settings (`adaptive.manager.decide`: granularity scan, then bisection on
+   windows, weighted) for a point inside a band: it applies them when the estimate at the
+   settings in force passes the budget less the reserve, or when it is below
+   (1 − grow_margin) of that and the choice is more precise (windows grow back and
+   granularities refine after a query leaves or load drops); it aims halfway, at
+   (1 − grow_margin/2), so the noise of measured rates does not move windows every round.
+4. Every change goes through `Worker.adjust`, so it is checked against the query's QoS and
+   logged in the catalog with its reason. When every range is exhausted the adjustable queries
+   shed load (`WindowOperator.shed` on their windows); each fraction is logged as kind `shed`.
+
+Admission control (`admit`, called by `Worker.deploy`) rejects a new query that does not fit
+even with every adjustable query at its minimum settings. The rejected query does not start.
+It is marked `stopped` in the catalog with the estimate as its error, and logged as kind
+`rejected`. The deployment's other queries run. A later change of the file retries it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+from cq_service.adaptive.estimate import Observed
+from cq_service.adaptive.manager import (
+    Budget,
+    Cost,
+    Decision,
+    ManagedQuery,
+    Rejection,
+    admit,
+    decide,
+    window_knobs,
+)
+from cq_service.adaptive.measure import PlanMeter
+from cq_service.cql import logical as L
+from cq_service.engine.operators.base import NEVER
+from cq_service.engine.operators.range_window import RangeWindow
+from cq_service.errors import AdjustmentError
+from cq_service.plan.physical import PhysicalPlan
+from cq_service.spec.model import PipelineSpec, QosSpec
+from cq_service.stats import human_bytes
+
+if TYPE_CHECKING:
+    from cq_service.service.worker import Worker, _Query
+
+__all__ = ["BudgetKeeper", "DeploymentState"]
+
+log = logging.getLogger("cq.budgets")
+
+MAX_CORRECTION = 4.0  # the most the measured memory may scale the estimates by
+
+
+@dataclass
+class DeploymentState:
+    """What the keeper knows of one deployment, for /metrics and the API."""
+
+    budget: Budget
+    estimated: Cost = field(default_factory=Cost)  # at the settings in force
+    measured: float = 0.0  # bytes its operators hold
+    decision: Decision | None = None
+    shedding: dict[str, float] = field(default_factory=dict)  # query -> share dropped
+    corrections: dict[str, float] = field(default_factory=dict)  # query -> measured / estimated
+    steady_from: dict[str, int] = field(default_factory=dict)  # query -> application time
+    ticks: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        d = self.decision
+        return {
+            "memory_budget": self.budget.memory,
+            "reserve": self.budget.reserve,
+            "cpu_budget": self.budget.cpu,
+            "estimated_bytes": self.estimated.memory,
+            "estimated_cpu": self.estimated.cpu,
+            "measured_bytes": self.measured,
+            "corrections": dict(self.corrections),
+            "f_granularity": None if d is None else d.f_granularity,
+            "f_window": None if d is None else d.f_window,
+            "shedding": dict(self.shedding),
+        }
+
+
+class _Operators(SimpleNamespace):
+    """What `PlanMeter` reads of an executor: its operators in the plan's node order."""
+
+    operators: list
+
+
+class BudgetKeeper:
+    def __init__(self, worker: Worker):
+        self.worker = worker
+        self.states: dict[str, DeploymentState] = {}
+        self._meters: dict[tuple[int, tuple[int, ...]], tuple[PlanMeter, list]] = {}
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        """One round over every deployment with a budget (on the engine thread)."""
+        for name, spec in list(self.worker.pipelines.items()):
+            budget = self.budget_of(spec)
+            if budget is None:
+                self.states.pop(name, None)
+                continue
+            try:
+                self._hold(name, spec, budget)
+            except Exception:  # the worker goes on; the next tick tries again
+                log.exception("%s: the resource manager failed", name)
+
+    def budget_of(self, spec: PipelineSpec) -> Budget | None:
+        r = spec.resources
+        if r.memory_budget is None and r.cpu_budget is None:
+            return None
+        memory = float(r.memory_budget) if r.memory_budget is not None else math.inf
+        reserve = memory * self.worker.config.memory_reserve if math.isfinite(memory) else 0.0
+        return Budget(memory, reserve, r.cpu_budget)
+
+    def _hold(self, pipeline: str, spec: PipelineSpec, budget: Budget) -> None:
+        state = self.states.setdefault(pipeline, DeploymentState(budget))
+        state.budget = budget
+        state.ticks += 1
+        queries = self.managed(pipeline, spec)
+        state.measured = float(
+            sum(op.state_size()[1] for op in self.worker.engine.operators_of(pipeline))
+        )
+        live = {q.key for q in queries}
+        for kept in (state.steady_from, state.corrections, state.shedding):
+            for key in [k for k in kept if k not in live]:
+                del kept[key]
+        if not queries:
+            return
+        now = self._now(pipeline)
+        current = {q.key: self._settings_now(pipeline, q) for q in queries}
+        keep = {q.key: 1.0 - state.shedding.get(q.key, 0.0) for q in queries}
+        for q in queries:
+            self._correct(pipeline, q, current[q.key], keep[q.key], state, now)
+        state.estimated = sum((q.cost(current[q.key], keep[q.key]) for q in queries), Cost())
+        # Plan inside a band: shrink when the settings in force pass the target, grow back
+        # when they use less than (1 − margin) of it, and aim halfway, so that the noise of
+        # measured rates does not move windows at every round.
+        margin = self.worker.config.grow_margin
+        aim = Budget(budget.target * (1 - margin / 2), 0.0, budget.cpu)
+        decision = decide(queries, aim)
+        state.decision = decision
+        fits_now = state.estimated.fits(budget)
+        room = state.estimated.memory < budget.target * (1 - margin)
+        finer = any(
+            _more_precise(decision.settings[q.key], current[q.key])
+            or decision.keep[q.key] > keep[q.key]
+            for q in queries
+        )
+        if fits_now and not (room and finer):
+            return
+        used = human_bytes(state.estimated.memory)
+        why = (
+            f"budget: {used} estimated at the settings in force, "
+            f"{human_bytes(budget.target)} allowed"
+            if not fits_now
+            else f"budget: room to grow ({used} of {human_bytes(budget.target)})"
+        )
+        for key in self._apply(pipeline, queries, current, keep, decision, why):
+            sizes = [s for s, _ in current[key].values()]
+            sizes += [s for s, _ in decision.settings[key].values()]
+            state.steady_from[key] = now + max(sizes, default=0)
+        state.shedding = dict(decision.shedding)
+
+    def _correct(
+        self,
+        pipeline: str,
+        q: ManagedQuery,
+        settings: dict[str, tuple[int, int]],
+        keep: float,
+        state: DeploymentState,
+        now: int,
+    ) -> None:
+        """Scale `q`'s estimates by its measured over estimated memory, measured once its
+        state is steady (its largest window after its start or last change)."""
+        if q.key not in state.steady_from:
+            state.steady_from[q.key] = now + max((s for s, _ in settings.values()), default=0)
+        if now >= state.steady_from[q.key]:
+            estimated = q.cost(settings, keep).memory
+            if estimated > 0:
+                ratio = self._held(pipeline, q) / estimated
+                state.corrections[q.key] = min(MAX_CORRECTION, max(1.0, ratio))
+        q.scale = state.corrections.get(q.key, 1.0)
+
+    def _held(self, pipeline: str, q: ManagedQuery) -> float:
+        """Bytes the operators of `q`'s plan hold now (shared ones counted in full)."""
+        _, ops = self.worker.engine.plan_of(q.key)
+        return float(
+            sum(
+                ops[n.id].state_size()[1]
+                for n in q.plan.nodes
+                if n.id in ops and not isinstance(n.op, L.Source)
+            )
+        )
+
+    def _apply(
+        self,
+        pipeline: str,
+        queries: list[ManagedQuery],
+        current: dict[str, dict[str, tuple[int, int]]],
+        keep: dict[str, float],
+        decision: Decision,
+        reason: str,
+    ) -> list[str]:
+        """Make `decision`'s changes; the queries changed."""
+        changed = []
+        for q in queries:
+            name = q.key.split("/", 1)[1]
+            want, now = decision.settings[q.key], current[q.key]
+            made = False
+            try:
+                for label, (size, _) in want.items():
+                    if size != now[label][0]:
+                        self.worker.adjust(pipeline, name, f"window:{label}", size, reason)
+                        made = True
+                rung = {g for _, g in want.values()}  # one ladder: every window alike
+                if q.ladder and len(rung) == 1 and rung != {g for _, g in now.values()}:
+                    self.worker.adjust(pipeline, name, "granularity", rung.pop(), reason)
+                    made = True
+            except AdjustmentError as e:  # e.g. a window that cannot change yet
+                log.warning("%s: %s", q.key, e)
+            share = 1.0 - decision.keep[q.key]
+            if abs(share - (1.0 - keep[q.key])) > 1e-9:
+                self._shed(pipeline, name, share, reason)
+                made = True
+            if made:
+                changed.append(q.key)
+        return changed
+
+    def _shed(self, pipeline: str, query: str, share: float, reason: str) -> None:
+        windows = self.worker.engine.windows(pipeline, query)
+        for i, w in enumerate(windows):
+            w.shed(min(share, 0.999), seed=i)
+        self.worker.catalog.log_adjustment(
+            pipeline,
+            "shed",
+            {"fraction": share, "windows": [w.label for w in windows], "reason": reason},
+            query=query,
+        )
+        log.info("%s/%s: shedding %.1f%% of its windows' input (%s)", pipeline, query,
+                 100 * share, reason)
+
+    # -- admission ------------------------------------------------------------------------------
+
+    def admit(
+        self, spec: PipelineSpec, new: list[_Query], bound: list[Any]
+    ) -> list[Rejection]:
+        """Those of `new` (with their bound queries) that do not fit the deployment's budget
+        even at every adjustable query's minimum settings."""
+        budget = self.budget_of(spec)
+        if budget is None or not new:
+            return []
+        from cq_service.plan.planner import plan_queries
+
+        running = self.managed(spec.name, spec)
+        state = self.states.get(spec.name)
+        for q in running:
+            q.scale = state.corrections.get(q.key, 1.0) if state else 1.0
+        candidates = []
+        for q, bq in zip(new, bound, strict=True):
+            plan = plan_queries([(bq, spec.queries[q.name].sink)])
+            candidates.append(self._managed_query(spec, q, plan, self._observed_for(plan, q)))
+        _, rejected = admit(running, candidates, budget)
+        return rejected
+
+    # -- the deployment's queries, as the manager sees them --------------------------------------
+
+    def managed(self, pipeline: str, spec: PipelineSpec) -> list[ManagedQuery]:
+        out = []
+        for q in self.worker.queries.values():
+            if q.pipeline != pipeline:
+                continue
+            plan, ops = self.worker.engine.plan_of(q.key)
+            mine = _plan_of_query(plan, q.key)
+            obs = self._measure(plan, ops, q)
+            out.append(self._managed_query(spec, q, mine, obs))
+        return out
+
+    def _managed_query(
+        self, spec: PipelineSpec, q: _Query, plan: PhysicalPlan, observed: Observed
+    ) -> ManagedQuery:
+        qspec = spec.queries[q.name]
+        return ManagedQuery(
+            q.key,
+            plan,
+            observed,
+            qspec.weight,
+            window_knobs(plan, q.name, lambda names: _range(qspec.qos, names)),
+            tuple(qspec.qos.granularity),
+            spec.time_unit_ns / 1e9,
+        )
+
+    def _measure(self, plan: PhysicalPlan, ops: dict[int, Any], q: _Query) -> Observed:
+        """The group's meter, sampled now (made again when the group's operators change)."""
+        live = tuple(sorted(ops))
+        key = (id(plan), live)
+        entry = self._meters.get(key)
+        if entry is None:
+            for k in [k for k in self._meters if k[0] == id(plan)]:
+                del self._meters[k]
+            sub = PhysicalPlan([n for n in plan.nodes if n.id in ops], [], plan.source_columns)
+            operators = [
+                self.worker.engine.sources[q.source_keys[n.op.name]]
+                if isinstance(n.op, L.Source) and n.op.name in q.source_keys
+                else ops[n.id]
+                for n in sub.nodes
+            ]
+            entry = (PlanMeter(sub, 1.0, warmup=0), operators)
+            self._meters[key] = entry
+        meter, operators = entry
+        meter(_Operators(operators=operators))
+        return meter.observed(smoothed=True)
+
+    def _observed_for(self, plan: PhysicalPlan, q: _Query) -> Observed:
+        """A query not running yet: its sources' rates as read so far (others unknown)."""
+        source_d, row_bytes = {}, {}
+        for n in plan.nodes:
+            if isinstance(n.op, L.Source) and n.op.name in q.source_keys:
+                src = self.worker.engine.sources.get(q.source_keys[n.op.name])
+                if src is None or src.rows_out < 2 or src.first_seen == NEVER:
+                    continue
+                source_d[n.op.name] = max(src.max_seen - src.first_seen, 1) / (src.rows_out - 1)
+                row_bytes[n.op.name] = src.output.total_bytes / max(1, src.output.total_rows)
+        return Observed(source_d, row_bytes)
+
+    def _settings_now(self, pipeline: str, q: ManagedQuery) -> dict[str, tuple[int, int]]:
+        name = q.key.split("/", 1)[1]
+        by_label = {w.label: w for w in self.worker.engine.windows(pipeline, name)}
+        return {
+            w.label: (by_label[w.label].size, by_label[w.label].granularity)
+            if w.label in by_label
+            else (w.size, 1)
+            for w in q.windows
+        }
+
+    def _now(self, pipeline: str) -> int:
+        marks = [
+            op.watermark
+            for op in self.worker.engine.operators_of(pipeline)
+            if isinstance(op, RangeWindow) and op.watermark != NEVER
+        ]
+        return max(marks, default=0)
+
+
+def _plan_of_query(plan: PhysicalPlan, key: str) -> PhysicalPlan:
+    """The nodes of a group's plan that `key` uses (closed under inputs)."""
+    nodes = [n for n in plan.nodes if key in n.queries]
+    return PhysicalPlan(nodes, [s for s in plan.sinks if s.query == key], plan.source_columns)
+
+
+def _range(qos: QosSpec, names: tuple[str, ...]) -> tuple[int, int] | None:
+    r = qos.window_range(names)
+    return None if r is None else (r.low, r.high)
+
+
+def _more_precise(want: dict[str, tuple[int, int]], now: dict[str, tuple[int, int]]) -> bool:
+    return any(s > now[k][0] or g < now[k][1] for k, (s, g) in want.items() if k in now)
