@@ -6,6 +6,8 @@ settings it chose (`cq run --adjustments` replays its log)."""
 from __future__ import annotations
 
 import re
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -201,3 +203,25 @@ def test_a_query_that_cannot_fit_is_rejected_with_its_estimate(folder: Path, mak
     [logged] = budget_records(worker, "rejected")
     assert logged.query == "greedy" and "KiB" in logged.detail["reason"]
     assert f"{NAME}/greedy" not in worker.queries and f"{NAME}/matches" in worker.queries
+
+
+def test_the_running_worker_holds_the_budget_on_its_own(folder: Path, make_worker) -> None:
+    """`Worker.run` schedules the rounds (apscheduler) on the engine thread."""
+    write(folder, pipeline("150 KiB"))
+    worker = make_worker(batch_rows=64, manage_interval=0.05)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            state = worker.budgets.states.get(NAME)
+            if state is not None and state.ticks >= 3 and budget_records(worker, "window"):
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("no round of the resource manager changed a window")
+    finally:
+        worker.stop()
+        thread.join(30)
+    assert not thread.is_alive()
+    assert worker._manager is not None and not worker._manager.running
