@@ -80,7 +80,7 @@ class DeploymentState:
     def to_json(self) -> dict[str, Any]:
         d = self.decision
         return {
-            "memory_budget": self.budget.memory,
+            "memory_budget": self.budget.memory if math.isfinite(self.budget.memory) else None,
             "reserve": self.budget.reserve,
             "cpu_budget": self.budget.cpu,
             "estimated_bytes": self.estimated.memory,

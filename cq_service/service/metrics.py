@@ -111,7 +111,8 @@ def _budgets(budgets: dict[str, dict[str, Any]]) -> Iterator[Any]:
     )
     for pipeline, b in budgets.items():
         for key, fam in gauges.items():
-            fam.add_metric([pipeline], float(b[key]))
+            if b[key] is not None:
+                fam.add_metric([pipeline], float(b[key]))
         for query, share in b["shedding"].items():
             shed.add_metric([pipeline, query.split("/", 1)[-1]], share)
     yield from gauges.values()

@@ -763,7 +763,8 @@ def _git_revision(path: Path) -> str | None:
 
 
 def describe(worker: Worker) -> dict[str, Any]:
-    """Pipelines, their queries with status and counts, their schedulers, and rejected files."""
+    """Pipelines, their queries with status and counts, their schedulers, the resource
+    manager's view of their budgets, and rejected files."""
     records = {(r.pipeline, r.name): r for r in worker.catalog.queries()}
     pipelines: dict[str, Any] = {}
     for (pipeline, name), r in records.items():
@@ -783,6 +784,8 @@ def describe(worker: Worker) -> dict[str, Any]:
         p["scheduling"] = None if choice is None else choice.to_json()
         control = controls.get(p["name"])
         p["control"] = None if control is None else _control_json(control)
+        budget = worker.budgets.states.get(p["name"])
+        p["budget"] = None if budget is None else budget.to_json()
     return {"pipelines": list(pipelines.values()), "paused": worker.paused}
 
 

@@ -225,3 +225,18 @@ def test_the_running_worker_holds_the_budget_on_its_own(folder: Path, make_worke
         thread.join(30)
     assert not thread.is_alive()
     assert worker._manager is not None and not worker._manager.running
+
+
+def test_the_pipeline_status_shows_the_budget(folder: Path, make_worker) -> None:
+    write(folder, pipeline("150 KiB"))
+    worker = make_worker(batch_rows=256)
+    worker.reconcile()
+    for _ in range(2):  # the first round has seen no rates yet
+        for _ in range(30):
+            worker.step()
+        worker.budgets.tick()
+    [p] = [p for p in w.describe(worker)["pipelines"] if p["name"] == NAME]
+    b = p["budget"]
+    assert b["memory_budget"] == 150 * 1024 and b["reserve"] == pytest.approx(15 * 1024)
+    assert b["estimated_bytes"] > 0 and b["measured_bytes"] > 0
+    assert 0.0 <= b["f_window"] <= 1.0
