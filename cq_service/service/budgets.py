@@ -280,6 +280,9 @@ class BudgetKeeper:
     # -- the deployment's queries, as the manager sees them --------------------------------------
 
     def managed(self, pipeline: str, spec: PipelineSpec) -> list[ManagedQuery]:
+        """The deployment's running queries, measured now, with their weights as the catalog
+        keeps them (the file's, or one set through the API)."""
+        weights = {r.name: r.weight for r in self.worker.catalog.queries(pipeline)}
         out = []
         for q in self.worker.queries.values():
             if q.pipeline != pipeline:
@@ -287,18 +290,23 @@ class BudgetKeeper:
             plan, ops = self.worker.engine.plan_of(q.key)
             mine = _plan_of_query(plan, q.key)
             obs = self._measure(plan, ops, q)
-            out.append(self._managed_query(spec, q, mine, obs))
+            out.append(self._managed_query(spec, q, mine, obs, weights.get(q.name)))
         return out
 
     def _managed_query(
-        self, spec: PipelineSpec, q: _Query, plan: PhysicalPlan, observed: Observed
+        self,
+        spec: PipelineSpec,
+        q: _Query,
+        plan: PhysicalPlan,
+        observed: Observed,
+        weight: float | None = None,
     ) -> ManagedQuery:
         qspec = spec.queries[q.name]
         return ManagedQuery(
             q.key,
             plan,
             observed,
-            qspec.weight,
+            qspec.weight if weight is None else weight,
             window_knobs(plan, q.name, lambda names: _range(qspec.qos, names)),
             tuple(qspec.qos.granularity),
             spec.time_unit_ns / 1e9,

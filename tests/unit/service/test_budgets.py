@@ -240,3 +240,12 @@ def test_the_pipeline_status_shows_the_budget(folder: Path, make_worker) -> None
     assert b["memory_budget"] == 150 * 1024 and b["reserve"] == pytest.approx(15 * 1024)
     assert b["estimated_bytes"] > 0 and b["measured_bytes"] > 0
     assert 0.0 <= b["f_window"] <= 1.0
+
+
+def test_a_weight_set_through_the_catalog_moves_the_choice(folder: Path, make_worker) -> None:
+    write(folder, pipeline("300 KiB"))
+    worker = make_worker(batch_rows=256)
+    worker.reconcile()
+    worker.catalog.set_control(NAME, "matches", weight=100.0)
+    weights = {q.key: q.weight for q in worker.budgets.managed(NAME, worker.pipelines[NAME])}
+    assert weights == {"trades/matches": 100.0, "trades/per_item": 4.0}
