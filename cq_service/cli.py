@@ -144,6 +144,50 @@ def run(
         typer.echo(render_stats(report), err=True)
 
 
+@app.command()
+def calibrate(
+    quick: bool = typer.Option(False, "--quick", help="two short pipelines, one run each"),
+    out: Path | None = typer.Option(
+        None, help="where to write the constants (default: $CQ_COSTS, else ~/.config/cq-service/costs.json)"
+    ),
+    json_output: bool = typer.Option(False, "--json", help="print JSON: the constants and each fit"),
+    seed: int = typer.Option(0, help="seed of the Poisson streams"),
+    batch_rows: int = typer.Option(1_024, help="rows per source read in the calibration runs"),
+) -> None:
+    """Measure the engine's CPU per row of each kind of operator on this machine, for the cost
+    model (docs/resources.md): runs calibration pipelines over Poisson streams and fits the
+    constants by non-negative least squares."""
+    import json
+
+    from cq_service.adaptive import calibrate as calibration
+    from cq_service.adaptive.cpu import user_path
+
+    if batch_rows < 1:
+        typer.echo("error: --batch-rows must be positive", err=True)
+        raise typer.Exit(2)
+    try:
+        result = calibration.calibrate(
+            quick=quick,
+            seed=seed,
+            batch_rows=batch_rows,
+            progress=lambda m: typer.echo(m, err=True),
+        )
+    except CQError as e:
+        typer.echo(f"error: {e.render()}", err=True)
+        raise typer.Exit(1) from None
+    path = out or user_path()
+    try:
+        result.save(path)
+    except OSError as e:
+        typer.echo(f"error: cannot write {path}: {e}", err=True)
+        raise typer.Exit(1) from None
+    if json_output:
+        typer.echo(json.dumps({"path": str(path), **result.to_json()}))
+    else:
+        typer.echo(result.text())
+        typer.echo(f"written to {path}")
+
+
 nexmark_app = typer.Typer(no_args_is_help=True, help="The NEXMark auction benchmark.")
 app.add_typer(nexmark_app, name="nexmark")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from cq_service.adaptive.cpu import EngineCosts
+from cq_service.adaptive.cpu import DEFAULT_PATH, EngineCosts, user_path
 from cq_service.adaptive.estimate import Observed, OperatorEstimate, estimate_plan
 from cq_service.adaptive.measure import Measured, PlanMeter, warmup_of
 from cq_service.compiler import CompiledPipeline
@@ -54,6 +54,15 @@ def measure_costs(compiled: CompiledPipeline, batch_rows: int = 1_024) -> CostRe
     return CostReport(compiled, observed, est, meter.measured(), costs, meter.warmup)
 
 
+def _constants_origin(costs: EngineCosts) -> str:
+    """Where `EngineCosts.load` found the CPU constants, and the machine they were measured on."""
+    if user_path().exists():
+        return f"{user_path()}, measured on {costs.machine or 'an unnamed machine'}"
+    if DEFAULT_PATH.exists():
+        return f"shipped defaults, measured on {costs.machine}"
+    return "placeholder 1 µs per row, not calibrated (run cq calibrate)"
+
+
 def _error(est: float, meas: float) -> str:
     return f"{(est - meas) / meas:+.1%}" if meas else "-"
 
@@ -63,8 +72,7 @@ def render_costs(r: CostReport) -> str:
     lines = [
         f"costs of {r.compiled.spec.name}: estimated from measured rates vs measured, after a "
         f"warm-up of {r.warmup} {unit}",
-        f"CPU in seconds per second of application time; constants: "
-        f"{r.costs.machine or 'defaults, not calibrated (run cq calibrate)'}",
+        f"CPU in seconds per second of application time; constants: {_constants_origin(r.costs)}",
         f"{'operator':<40} {'est rows':>10} {'meas rows':>10} {'err':>7} {'est bytes':>10}"
         f" {'meas bytes':>10} {'est cpu':>9} {'meas cpu':>9}",
     ]
