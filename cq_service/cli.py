@@ -363,25 +363,62 @@ def bench_costmodel(
     out: Path = typer.Option(
         Path("benchmarks/costmodel/results"), help="where the text and JSON results go"
     ),
+    only: str | None = typer.Option(
+        None,
+        "--only",
+        help="one experiment: accuracy, shedding, delays or scalability (default: all); "
+        "its text and JSON go to NAME.txt and NAME.json",
+    ),
+    nested_loops: float = typer.Option(
+        1 / 3, "--nested-loops", help="scalability: the share of joins that are nested-loop joins"
+    ),
 ) -> None:
     """The cost model against the engine (docs/resources.md): estimated vs measured memory and
     CPU of joins and aggregations over Poisson streams, window reduction vs load shedding on
-    the paper's equi-join (Figs. 9–11), and the adaptation delays of window and granularity
-    changes (Fig. 7; chart delays.png)."""
+    the paper's equi-join (Figs. 9–11), the adaptation delays of window and granularity
+    changes (Fig. 7; chart delays.png), and the resource manager's scalability (Fig. 12: the
+    worker with hundreds of random queries and the model alone with 5,000; charts
+    scalability.png, scalability-model.png)."""
     import json
 
-    from cq_service.bench.costmodel import accuracy, delays, shedding
+    from cq_service.bench.costmodel import accuracy, delays, scalability, shedding
 
-    results = accuracy.run(quick=quick, seed=seed)
-    shed = shedding.run(seconds=120 if quick else 600, seed=seed)
-    delayed = delays.run(quick=quick, seed=seed)
-    data = {"accuracy": accuracy.as_json(results), "shedding": shed, "delays": delays.as_json(delayed)}
+    names = ("accuracy", "shedding", "delays", "scalability")
+    if only is not None and only not in names:
+        typer.echo(f"error: --only {only}: expected one of {', '.join(names)}", err=True)
+        raise typer.Exit(2)
+    chosen = names if only is None else (only,)
     out.mkdir(parents=True, exist_ok=True)
     suffix = "-quick" if quick else ""
-    (out / f"costmodel{suffix}.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
-    delays.chart(delayed, out / f"delays{suffix}.png")
-    report = accuracy.text(results) + "\n\n" + shedding.text(shed) + "\n\n" + delays.text(delayed)
-    (out / f"costmodel{suffix}.txt").write_text(report + "\n")
+    data: dict = {}
+    parts: list[str] = []
+    if "accuracy" in chosen:
+        results = accuracy.run(quick=quick, seed=seed)
+        data["accuracy"] = accuracy.as_json(results)
+        parts.append(accuracy.text(results))
+    if "shedding" in chosen:
+        data["shedding"] = shedding.run(seconds=120 if quick else 600, seed=seed)
+        parts.append(shedding.text(data["shedding"]))
+    if "delays" in chosen:
+        delayed = delays.run(quick=quick, seed=seed)
+        data["delays"] = delays.as_json(delayed)
+        delays.chart(delayed, out / f"delays{suffix}.png")
+        parts.append(delays.text(delayed))
+    if "scalability" in chosen:
+        scaled = scalability.run(
+            quick=quick,
+            seed=seed,
+            nested_loops=nested_loops,
+            progress=lambda line: typer.echo(line, err=True),
+        )
+        data["scalability"] = scalability.as_json(scaled)
+        scalability.chart(scaled["engine"], out / f"scalability{suffix}.png")
+        scalability.chart(scaled["model"], out / f"scalability-model{suffix}.png")
+        parts.append(scalability.text(scaled))
+    stem = only or "costmodel"
+    (out / f"{stem}{suffix}.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
+    report = "\n\n".join(parts)
+    (out / f"{stem}{suffix}.txt").write_text(report + "\n")
     typer.echo(json.dumps(data, default=str) if json_output else report)
 
 
