@@ -121,6 +121,7 @@ class ManagedQuery:
     ladder: tuple[int, ...] = ()
     unit_seconds: float = 1e-3
     scale: float = 1.0
+    costs: EngineCosts | None = None  # the CPU constants (None: loaded at each estimate)
     _cache: dict[tuple, Cost] = field(default_factory=dict, repr=False)
 
     @property
@@ -159,7 +160,8 @@ class ManagedQuery:
             scale = 1.0 / max(keep, 1e-9)
             obs = replace(obs, source_d={k: d * scale for k, d in obs.source_d.items()})
         est = estimate_plan(
-            self.plan, obs, costs=costs, unit_seconds=self.unit_seconds, windows=by_node
+            self.plan, obs, costs=costs or self.costs, unit_seconds=self.unit_seconds,
+            windows=by_node,
         )
         # Sources are the worker's, shared by every deployment: not the query's to hold.
         mine = [est[n.id] for n in self.plan.nodes if not isinstance(n.op, L.Source)]
@@ -202,7 +204,8 @@ class Rejection:
 
         return (
             f"needs {human_bytes(self.needed.memory)} at the minimum settings of every query "
-            f"(its own included); the budget leaves {human_bytes(self.budget.target)} "
+            f"(its own included), {human_bytes(max(0.0, self.needed.memory - self.budget.target))}"
+            f" more than the budget leaves: {human_bytes(self.budget.target)} "
             f"({human_bytes(self.budget.memory)} less a reserve of "
             f"{human_bytes(self.budget.reserve)})"
             + (
@@ -233,6 +236,7 @@ def decide(
 ) -> Decision:
     """Settings for `queries` that fit `budget`, as precise as the paper's strategy finds."""
     qs = list(queries)
+    costs = costs or EngineCosts.load()  # once, not at every estimate
     adjustable = [q for q in qs if q.adjustable]
     heaviest = max((q.weight for q in adjustable), default=1.0)
 
@@ -291,6 +295,8 @@ def admit(
 ) -> tuple[list[ManagedQuery], list[Rejection]]:
     """Which of `new` fit beside `running`, taken in order, every adjustable query at its
     minimum settings (f = 0) and the others as they are. Returns (admitted, rejected)."""
+
+    costs = costs or EngineCosts.load()
 
     def least(q: ManagedQuery) -> Cost:
         f = 0.0 if q.adjustable else 1.0

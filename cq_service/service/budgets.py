@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+from cq_service.adaptive.cpu import EngineCosts
 from cq_service.adaptive.estimate import Observed
 from cq_service.adaptive.manager import (
     Budget,
@@ -153,6 +154,8 @@ class BudgetKeeper:
         margin = self.worker.config.grow_margin
         aim = Budget(budget.target * (1 - margin / 2), 0.0, budget.cpu)
         decision = decide(queries, aim)
+        if decision.shedding:  # past the aim, but the target itself may fit without shedding
+            decision = decide(queries, Budget(budget.target, 0.0, budget.cpu))
         state.decision = decision
         fits_now = state.estimated.fits(budget)
         room = state.estimated.memory < budget.target * (1 - margin)
@@ -283,14 +286,18 @@ class BudgetKeeper:
         """The deployment's running queries, measured now, with their weights as the catalog
         keeps them (the file's, or one set through the API)."""
         weights = {r.name: r.weight for r in self.worker.catalog.queries(pipeline)}
+        mine_all = [q for q in self.worker.queries.values() if q.pipeline == pipeline]
+        # A group's plan reads the sources of all its queries: their keys, by source name.
+        keys = {n: k for q in mine_all for n, k in q.source_keys.items()}
+        costs = EngineCosts.load()
         out = []
-        for q in self.worker.queries.values():
-            if q.pipeline != pipeline:
-                continue
+        for q in mine_all:
             plan, ops = self.worker.engine.plan_of(q.key)
             mine = _plan_of_query(plan, q.key)
-            obs = self._measure(plan, ops, q)
-            out.append(self._managed_query(spec, q, mine, obs, weights.get(q.name)))
+            obs = self._measure(plan, ops, keys)
+            managed = self._managed_query(spec, q, mine, obs, weights.get(q.name))
+            managed.costs = costs
+            out.append(managed)
         return out
 
     def _managed_query(
@@ -312,7 +319,7 @@ class BudgetKeeper:
             spec.time_unit_ns / 1e9,
         )
 
-    def _measure(self, plan: PhysicalPlan, ops: dict[int, Any], q: _Query) -> Observed:
+    def _measure(self, plan: PhysicalPlan, ops: dict[int, Any], keys: dict[str, str]) -> Observed:
         """The group's meter, sampled now (made again when the group's operators change)."""
         live = tuple(sorted(ops))
         key = (id(plan), live)
@@ -322,8 +329,8 @@ class BudgetKeeper:
                 del self._meters[k]
             sub = PhysicalPlan([n for n in plan.nodes if n.id in ops], [], plan.source_columns)
             operators = [
-                self.worker.engine.sources[q.source_keys[n.op.name]]
-                if isinstance(n.op, L.Source) and n.op.name in q.source_keys
+                self.worker.engine.sources[keys[n.op.name]]
+                if isinstance(n.op, L.Source)
                 else ops[n.id]
                 for n in sub.nodes
             ]

@@ -249,3 +249,30 @@ def test_a_weight_set_through_the_catalog_moves_the_choice(folder: Path, make_wo
     worker.catalog.set_control(NAME, "matches", weight=100.0)
     weights = {q.key: q.weight for q in worker.budgets.managed(NAME, worker.pipelines[NAME])}
     assert weights == {"trades/matches": 100.0, "trades/per_item": 4.0}
+
+
+def test_queries_over_different_streams_are_measured_together(
+    folder: Path, make_worker, caplog
+) -> None:
+    """The first query of a group reads only some of the group's sources."""
+    text = pipeline("300 KiB", big=False).replace(
+        "queries:\n",
+        "queries:\n"
+        "  asks_only:\n"
+        "    cql: SELECT item, COUNT(*) AS n FROM Asks [Range 5000] GROUP BY item\n"
+        "    sink: {type: blackhole}\n"
+        "    qos: {window: [1000, 5000]}\n",
+    )
+    write(folder, text)
+    worker = make_worker(batch_rows=256)
+    worker.reconcile()
+    assert list(worker.queries)[0] == f"{NAME}/asks_only"
+    for _ in range(3):
+        for _ in range(30):
+            worker.step()
+        worker.budgets.tick()
+    assert "resource manager failed" not in caplog.text
+    decision = worker.budgets.states[NAME].decision
+    assert decision is not None and set(decision.settings) == {
+        f"{NAME}/asks_only", f"{NAME}/matches"
+    }
