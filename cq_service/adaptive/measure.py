@@ -65,12 +65,14 @@ class _Track:
         "last_pairs",
         "last_product",
         "last_rows",
+        "last_sides",
         "last_wm",
         "pair_time",
         "product_time",
         "row_time",
         "rows_in",
         "rows_out",
+        "side_time",
         "span",
         "start_busy",
         "start_in",
@@ -89,6 +91,9 @@ class _Track:
         # a join's key matches and the product of its sides' sizes (its selectivity's parts)
         self.last_pairs = self.last_product = 0
         self.pair_time = self.product_time = 0.0
+        # a join's sides' sizes, time-weighted (its residual's share of pairs)
+        self.last_sides = (0, 0)
+        self.side_time = [0.0, 0.0]
 
 
 class PlanMeter:
@@ -123,9 +128,10 @@ class PlanMeter:
         rows, nbytes = op.state_size()
         advanced = not t.started or wm > t.last_wm
         if isinstance(op, Join) and advanced:
-            pairs, product = op.key_matches(), math.prod(op.sides())
+            sides = op.sides()
+            pairs, product = op.key_matches(), math.prod(sides)
         else:
-            pairs, product = t.last_pairs, t.last_product
+            sides, pairs, product = t.last_sides, t.last_pairs, t.last_product
         if not t.started:
             t.started = True
             t.last_wm, t.start_in, t.start_out, t.start_busy = wm, op.rows_in, op.rows_out, op.busy_seconds
@@ -135,10 +141,12 @@ class PlanMeter:
             t.byte_time += (t.last_bytes + nbytes) / 2 * dt
             t.pair_time += (t.last_pairs + pairs) / 2 * dt
             t.product_time += (t.last_product + product) / 2 * dt
+            for i in (0, 1):
+                t.side_time[i] += (t.last_sides[i] + sides[i]) / 2 * dt
             t.span += dt
             t.last_wm = wm
         t.last_rows, t.last_bytes = rows, nbytes
-        t.last_pairs, t.last_product = pairs, product
+        t.last_pairs, t.last_product, t.last_sides = pairs, product, tuple(sides)
         t.rows_in, t.rows_out = op.rows_in - t.start_in, op.rows_out - t.start_out
         t.busy = op.busy_seconds - t.start_busy
 
@@ -184,6 +192,10 @@ class PlanMeter:
                     delay[node.op.name] = op.reorder.max_delay  # type: ignore[attr-defined]
             elif isinstance(node.op, L.Filter) and m.rows_in:
                 selectivity[node.id] = m.rows_out / m.rows_in
+            elif isinstance(node.op, L.Join) and node.op.residual is not None:
+                sel = self._residual_join_selectivity(node.id, node.inputs)
+                if sel is not None:
+                    selectivity[node.id] = sel
             elif isinstance(node.op, L.Join) and self._tracks[node.id].product_time > 0:
                 t = self._tracks[node.id]
                 selectivity[node.id] = t.pair_time / t.product_time
@@ -195,6 +207,21 @@ class PlanMeter:
             and (isinstance(node.op, L.Distinct) or (isinstance(node.op, L.Aggregate) and node.op.keys))
         }
         return settle_groups(self.plan, obs, present, unit_seconds=self.unit_seconds)
+
+
+    def _residual_join_selectivity(self, node: int, inputs: list[int]) -> float | None:
+        """σ⋈ of a join with a residual predicate, which `key_matches` does not apply: its
+        results over the pairs its arrivals met. Each row arriving on one side meets the other
+        side's rows, and each result is a `+` then a `−`, as is each arrival, so
+
+            σ ≈ rows out / (rows into left · mean |right| + rows into right · mean |left|)."""
+        t = self._tracks[node]
+        if not t.span:
+            return None
+        left, right = (self._tracks[i].rows_out for i in inputs)
+        mean_l, mean_r = (x / t.span for x in t.side_time)
+        met = left * mean_r + right * mean_l
+        return min(1.0, t.rows_out / met) if met > 0 else None
 
 
 def _mean_distance(op: Operator) -> float | None:
