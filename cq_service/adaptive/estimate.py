@@ -164,12 +164,13 @@ def _estimate(
         a, b = edges
         sel = _selectivity(node, obs, assumed, default=_join_default(op))
         edge = cm.cross(a, b, sel)
-        rows = _side(op.left, a) + _side(op.right, b)
+        rows = a.size + b.size  # each side holds its input's current rows
         out_bytes = sum(in_bytes)
-        state_bytes = _mean_bytes([(a.size, in_bytes[0]), (b.size, in_bytes[1])]) + 8 * (
-            len(op.left_keys) + 1
-        )  # each side's rows, their keys and weights
-        formula = "paper (4); engine: (9) without the wait term, retractions pending"
+        sides = ((op.left, a, in_bytes[0]), (op.right, b, in_bytes[1]))
+        state_bytes = _mean_bytes(
+            [(e.size, n + _join_row_bytes(side, e)) for side, e, n in sides]
+        ) + 8 * (len(op.left_keys) + 1)  # each side's rows, their keys and weights
+        formula = "paper (4); engine: (9) without the wait term, each side its input's rows"
     elif isinstance(op, L.MarkJoin):
         edge = edges[0]
         rows = edges[0].size + edges[1].size
@@ -265,18 +266,17 @@ def _size(e: Edge) -> float:
     return 0.0 if e.rate == 0 else e.l / e.d
 
 
-# A join side whose retractions are not of its oldest rows keeps them as rows of negative
-# weight (beside the rows they cancel) until they are a quarter of the side: from the live
-# rows N after a consolidation to 2N at the next, N·1.5 on average.
-PENDING_RETRACTIONS = 1.5
+# A join side whose input retracts other than its oldest rows first finds each retraction by
+# the hash of the row it retracts: each row's hash and offset, sorted (engine/operators/join.py).
+ROW_HASH_BYTES = 16
 
 
-def _side(op: L.LogicalOp, e: Edge) -> float:
-    """Rows a join keeps for input `op` (edge `e`): a window expires its oldest rows first,
-    which the join drops from the front (engine/fifo.py); any other relation's retractions
-    wait for a consolidation."""
+def _join_row_bytes(op: L.LogicalOp, e: Edge) -> float:
+    """Bytes a join keeps per row of input `op` (edge `e`) besides the row, its keys and
+    weight: a window's rows leave oldest first, dropped from the front (engine/fifo.py); any
+    other relation that retracts rows is looked up by row hash."""
     fifo = isinstance(op, L.WindowOp) and not op.window.partition_by
-    return e.size * (1.0 if fifo else PENDING_RETRACTIONS)
+    return 0.0 if fifo or e.l >= FOREVER else ROW_HASH_BYTES
 
 
 def _flow(e: Edge, stream: bool) -> float:

@@ -15,9 +15,19 @@ deltas arrive, merged as they pile up, dropped from the front as a window expire
 rows), and each run keeps its rows sorted by key when the key is one integer column. A delta's
 keys are looked up in the runs (binary search, or a hash filter for other key types) and only
 the matching rows are read. ΔL ⋈ ΔR is one vectorised hash join (Arrow's).
+
+A side holds its input's current relation after every step. A window's retractions are of its
+oldest rows: they are dropped from the front (engine/fifo.py). Any other input's retractions
+(a join's, an aggregate's, a partitioned window's) are found by the hash of the whole row (each
+run then keeps its rows' hashes sorted) and cancel the stored rows they retract, or the
+insertions of their own delta, such as the pairs of ΔL ⋈ ΔR that cancel within a step: a
+cancelled row's weight becomes 0, and its run is compacted at once when that copies few rows,
+else once the dead rows are a small part of it.
 """
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 import pyarrow as pa
@@ -29,6 +39,7 @@ from cq_service.engine.expressions import compile_expr, compile_predicate
 from cq_service.engine.fifo import oldest_retracted
 from cq_service.engine.operators.base import MultiInputOperator
 from cq_service.engine.queues import Queue, QueueReader
+from cq_service.engine.retract import allocate, row_hash, same_rows
 
 __all__ = ["Join", "key_tuples"]
 
@@ -53,6 +64,8 @@ def _int_key(keys: list[pa.Array]) -> tuple[np.ndarray, np.ndarray] | None:
     t = k.type
     if not pa.types.is_integer(t) or t == pa.uint64():
         return None
+    if not k.null_count:
+        return k.to_numpy().astype(np.int64, copy=False), np.arange(len(k))
     valid = np.flatnonzero(np.asarray(k.is_valid()))
     values = np.asarray(pc.cast(k.fill_null(0), pa.int64()))
     return values, valid
@@ -81,36 +94,56 @@ def _sorted_index(keys: list[pa.Array]) -> tuple[np.ndarray, np.ndarray] | None:
 
 class _Run:
     """Rows [lo, lo + n) of a synopsis (ids count every row ever appended to it), and when the
-    key is one integer column its non-NULL keys sorted, with their row offsets in the run."""
+    key is one integer column its non-NULL keys sorted, with their row offsets in the run.
+    `dead` rows have weight 0 (cancelled, not yet compacted away); `owned` says whether `w` is
+    the run's own array (else it may be a delta's, and is copied before it is written);
+    `hashes`, kept for a side whose retractions are looked up, is each row's hash (of all its
+    values) sorted, with the row offsets."""
 
-    __slots__ = ("columns", "index", "keys", "lo", "w")
+    __slots__ = ("columns", "dead", "hashes", "index", "keys", "lo", "owned", "w")
 
-    def __init__(self, lo: int, columns: list[pa.Array], keys: list[pa.Array], w: np.ndarray):
+    def __init__(
+        self,
+        lo: int,
+        columns: list[pa.Array],
+        keys: list[pa.Array],
+        w: np.ndarray,
+        hashes: np.ndarray | None = None,
+    ):
         self.lo = lo
         self.columns = columns
         self.keys = keys
         self.w = w
         self.index = _sorted_index(keys)
+        self.hashes = None if hashes is None else _hash_index(hashes)
+        self.dead = int((w == 0).sum())
+        self.owned = False
 
     def __len__(self) -> int:
         return len(self.w)
 
     def nbytes(self) -> int:
         n = sum(c.nbytes for c in self.columns) + sum(k.nbytes for k in self.keys) + self.w.nbytes
-        return n + (0 if self.index is None else self.index[0].nbytes + self.index[1].nbytes)
+        for index in (self.index, self.hashes):
+            n += 0 if index is None else index[0].nbytes + index[1].nbytes
+        return n
+
+    def hash_index(self) -> Index:
+        if self.hashes is None:
+            self.hashes = _hash_index(row_hash(self.columns))
+        return self.hashes
 
     def tail(self, start: int) -> _Run:
-        """The run without its first `start` rows (a copy of the index, none of the data)."""
+        """The run without its first `start` rows (a copy of the indexes, none of the data)."""
         cut = _Run.__new__(_Run)
         cut.lo = self.lo + start
         cut.columns = [c.slice(start) for c in self.columns]
         cut.keys = [k.slice(start) for k in self.keys]
         cut.w = self.w[start:]
-        cut.index = None
-        if self.index is not None:
-            values, pos = self.index
-            keep = pos >= start
-            cut.index = (values[keep], pos[keep] - start)
+        cut.dead = int((cut.w == 0).sum()) if self.dead else 0
+        cut.owned = False
+        cut.index = _index_from(self.index, start)
+        cut.hashes = _index_from(self.hashes, start)
         return cut
 
     @staticmethod
@@ -121,14 +154,73 @@ class _Run:
         m.columns = [pa.concat_arrays([x, y]) for x, y in zip(a.columns, b.columns)]
         m.keys = [pa.concat_arrays([x, y]) for x, y in zip(a.keys, b.keys)]
         m.w = np.concatenate([a.w, b.w])
-        if a.index is None or b.index is None:
+        m.dead = a.dead + b.dead
+        m.owned = True
+        m.hashes = _index_merge(a.hashes, b.hashes, len(a))
+        m.index = _index_merge(a.index, b.index, len(a))
+        if m.index is None:
             m.index = _sorted_index(m.keys)
-            return m
-        values = np.concatenate([a.index[0], b.index[0]])
-        pos = np.concatenate([a.index[1], b.index[1] + len(a)])
-        order = np.argsort(values, kind="stable")  # two sorted runs: a linear merge
-        m.index = (values[order], pos[order])
         return m
+
+    def reweight(self, idx: np.ndarray, new: np.ndarray) -> int:
+        """Set the weights of the rows at offsets `idx`; returns the change in the number of
+        rows whose weight is not 1."""
+        if not self.owned:
+            self.w = self.w.copy()
+            self.owned = True
+        old = self.w[idx]
+        self.w[idx] = new
+        self.dead += int((new == 0).sum()) - int((old == 0).sum())
+        return int((new != 1).sum()) - int((old != 1).sum())
+
+    def compacted(self, start: int) -> _Run:
+        """The run from offset `start` on without its dead rows."""
+        r = self.tail(start) if start else self
+        keep = r.w != 0
+        cols = r.columns + r.keys
+        kept = pa.RecordBatch.from_arrays(cols, names=[str(i) for i in range(len(cols))])
+        kept = kept.filter(pa.array(keep)).columns
+        m = _Run.__new__(_Run)
+        m.lo = r.lo
+        m.columns, m.keys = kept[: len(r.columns)], kept[len(r.columns) :]
+        m.w = r.w[keep]
+        m.dead = 0
+        m.owned = True
+        m.index = _index_kept(r.index, keep)
+        m.hashes = _index_kept(r.hashes, keep)
+        return m
+
+
+Index = tuple[np.ndarray, np.ndarray]  # values sorted, and the offsets of their rows
+
+
+def _index_from(index: Index | None, start: int) -> Index | None:
+    """The index of a run's rows from offset `start` on."""
+    if index is None:
+        return None
+    values, pos = index
+    keep = pos >= start
+    return values[keep], pos[keep] - start
+
+
+def _index_merge(a: Index | None, b: Index | None, len_a: int) -> Index | None:
+    """The index of two adjacent runs' rows (b's offsets follow a's `len_a` rows)."""
+    if a is None or b is None:
+        return None
+    values = np.concatenate([a[0], b[0]])
+    pos = np.concatenate([a[1], b[1] + len_a])
+    order = np.argsort(values, kind="stable")  # two sorted runs: a linear merge
+    return values[order], pos[order]
+
+
+def _index_kept(index: Index | None, keep: np.ndarray) -> Index | None:
+    """The index of a run's rows where `keep`, renumbered."""
+    if index is None:
+        return None
+    values, pos = index
+    live = keep[pos]
+    moved = np.cumsum(keep) - 1  # each kept row's offset among the kept
+    return values[live], moved[pos[live]]
 
 
 class _Side:
@@ -141,19 +233,36 @@ class _Side:
     # larger, so the run sizes shrink geometrically from the oldest to the newest: few runs,
     # and each row is copied a logarithmic number of times.
     MERGE_RATIO = 4
+    # A run with cancelled (dead) rows is compacted when that copies at most this many rows,
+    # plus COMPACT_RATIO per dead row: small runs at once, so the side holds exactly its
+    # input's current rows; a large run once its dead rows are about 1/COMPACT_RATIO of it.
+    COMPACT_ROWS = 4_096
+    COMPACT_RATIO = 32
 
     def __init__(self) -> None:
         self._runs: list[_Run] = []
         self._head = 0  # id of the first live row; rows of the first run before it are expired
         self._end = 0  # id after the last row
-        self._nonunit = 0  # live rows whose weight is not 1
-        self._retractions = 0  # retracting rows appended since the last consolidation
+        self._nonunit = 0  # live rows whose weight is not 1 (dead rows included)
+        self._retractions = 0  # retractions kept as rows since the last consolidation
+        # Failed tries of the FIFO path in a row, and deltas with retractions to skip it for.
+        self._fifo_misses = self._fifo_skip = 0
+        self._hashed = False  # retractions are looked up by row hash (runs keep `hashes`)
 
     def __len__(self) -> int:
         return self._end - self._head
 
     def nbytes(self) -> int:
         return sum(r.nbytes() for r in self._runs)
+
+    @property
+    def dead(self) -> int:
+        """Rows of weight 0 not yet compacted away."""
+        return sum(r.dead for r in self._runs)
+
+    def net_rows(self) -> int:
+        """The input's current rows, each counted by its net weight."""
+        return int(sum(r.w[start:].sum() for r, start, _ in self._live_runs()))
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -168,7 +277,7 @@ class _Side:
 
     def lookup(self, probe: list[pa.Array]) -> tuple[np.ndarray, np.ndarray]:
         """Pairs (q, j): probe row q's key equals the key of the synopsis row at position j
-        (NULLs never match), in no particular order."""
+        (NULLs never match; dead rows are skipped), in no particular order."""
         if not probe or len(probe[0]) == 0 or len(self) == 0:
             return _NO_PAIRS
         runs = self._live_runs()
@@ -180,6 +289,8 @@ class _Side:
             else:
                 q, j = self._filter_join(r, start, probe)
             keep = j >= start
+            if r.dead:
+                keep &= r.w[j] != 0
             qs.append(q[keep])
             js.append(j[keep] - start + base)
         if not qs:
@@ -254,21 +365,164 @@ class _Side:
     # -- writing --------------------------------------------------------------------------------
 
     def add(self, cols: list[pa.Array], keys: list[pa.Array], w: np.ndarray) -> None:
+        minus = w < 0
+        if not minus.any():
+            self._insert(list(cols), list(keys), w)
+            return
         if self._expire_oldest(cols, keys, w):
             return
-        self._append(list(cols), list(keys), w)
-        self._nonunit += int((w != 1).sum())
-        self._retractions += int((w < 0).sum())
-        # Consolidating costs a pass over the synopsis, so it waits until retractions are a good
-        # part of it; until then they stay as rows of negative weight (joins stay exact).
-        if self._retractions and self._retractions * 4 >= len(self):
+        # Other retractions cancel the rows they retract, stored before or in this delta.
+        self._hashed = True
+        n0 = len(self)
+        hashes = row_hash(cols)
+        self._insert(list(cols), list(keys), w, hashes)
+        mi = np.flatnonzero(minus)
+        pending = self._cancel(cols, mi, w[mi], hashes[mi], n0)
+        if not pending:
+            return
+        # Retractions of no stored row (a NaN is not equal to itself; a type Arrow cannot
+        # compare) stay rows of negative weight (joins stay exact) until a consolidation, which
+        # costs a pass over the synopsis and so waits until they are a good part of it.
+        self._retractions += pending
+        if self._retractions * 4 >= len(self):
             self._consolidate()
             self._retractions = 0
 
-    def _append(self, cols: list[pa.Array], keys: list[pa.Array], w: np.ndarray) -> None:
+    def _insert(
+        self,
+        cols: list[pa.Array],
+        keys: list[pa.Array],
+        w: np.ndarray,
+        hashes: np.ndarray | None = None,
+    ) -> None:
+        self._append(cols, keys, w, hashes)
+        self._nonunit += int((w != 1).sum())
+
+    def _cancel(
+        self, cols: list[pa.Array], mi: np.ndarray, mw: np.ndarray, mh: np.ndarray, n0: int
+    ) -> int:
+        """The retractions of a delta just appended at position `n0` (its rows `mi`, weights
+        `mw`, row hashes `mh`) subtract their weight from the stored rows equal to them (the
+        delta's own insertions included): both become dead rows when they cancel in full. Rows
+        are found by the hash of all their values (each run's `hashes`), then compared. Returns
+        how many retractions are left with some weight.
+
+        Equal rows form classes (every retraction of a class matches every stored row of it):
+        a class's stored weight is taken in position order until its retractions' total is
+        met, and that total is shared among its retractions in order."""
+        qs, js, ws = [], [], []
+        for r, start, base in self._live_runs():
+            values, pos = r.hash_index()
+            lo = np.searchsorted(values, mh, side="left")
+            hi = np.searchsorted(values, mh, side="right")
+            q, k = _expand(lo, hi)
+            off = pos[k]
+            sw = r.w[off]
+            live = (off >= start) & (sw > 0)  # not expired, dead, or another retraction
+            q, off, sw = q[live], off[live], sw[live]
+            if not len(q):
+                continue
+            same = same_rows(cols, mi[q], r.columns, off)
+            if same is None:
+                return len(mi)
+            qs.append(q[same])
+            js.append(off[same] - start + base)
+            ws.append(sw[same])
+        if not qs:
+            return len(mi)
+        q, j, sw = np.concatenate(qs), np.concatenate(js), np.concatenate(ws)
+        rest = mw.copy()
+        ju, jinv = np.unique(j, return_inverse=True)
+        qu = np.unique(q)
+        if len(ju) == len(j) and len(qu) == len(q):  # each retraction meets one stored row
+            taken_j = np.minimum(sw, -mw[q])
+            rest[q] += taken_j
+            ju, avail = j, sw
+        else:
+            n = len(mw)
+            cls_j = np.full(len(ju), n)
+            np.minimum.at(cls_j, jinv, q)  # a class is named by its first retraction
+            avail = np.zeros(len(ju), np.int64)
+            avail[jinv] = sw
+            qinv = np.searchsorted(qu, q)
+            cls_q = np.full(len(qu), n)
+            np.minimum.at(cls_q, qinv, cls_j[jinv])
+            need = -mw[qu]
+            wanted = np.zeros(n, np.int64)
+            np.add.at(wanted, cls_q, need)
+            taken_j = allocate(cls_j, avail, wanted)
+            taken = np.zeros(n, np.int64)
+            np.add.at(taken, cls_j, taken_j)
+            rest[qu] += allocate(cls_q, need, taken)
+        hit = taken_j > 0
+        changed = rest != mw
+        self._reweight(
+            np.concatenate([ju[hit], n0 + mi[changed]]),
+            np.concatenate([(avail - taken_j)[hit], rest[changed]]),
+        )
+        return int(np.count_nonzero(rest))
+
+    def _by_run(
+        self, positions: np.ndarray
+    ) -> tuple[np.ndarray, list[tuple[_Run, np.ndarray, slice]]]:
+        """The order that sorts `positions`, and for each run holding some of them: the run,
+        their offsets in it, and where they are among the sorted positions."""
+        runs = self._live_runs()
+        order = np.argsort(positions, kind="stable")
+        sp = positions[order]
+        bases = np.array([b for _, _, b in runs])
+        cuts = np.searchsorted(sp, bases[1:], side="left")
+        bounds = [0, *cuts.tolist(), len(sp)]
+        parts = [
+            (r, sp[a:b] - base + start, slice(a, b))
+            for (r, start, base), a, b in zip(runs, bounds[:-1], bounds[1:])
+            if a < b
+        ]
+        return order, parts
+
+    def _reweight(self, positions: np.ndarray, new: np.ndarray) -> None:
+        """Set the weights of the rows at `positions`, then compact the runs that hold dead
+        rows where that is cheap (COMPACT_ROWS, COMPACT_RATIO)."""
+        order, parts = self._by_run(positions)
+        new = new[order]
+        for r, idx, at in parts:
+            self._nonunit += r.reweight(idx, new[at])
+        compact = [
+            r.dead > 0 and len(r) <= self.COMPACT_RATIO * r.dead + self.COMPACT_ROWS
+            for r in self._runs
+        ]
+        if not any(compact):
+            return
+        runs_out = []
+        for i, (r, c) in enumerate(zip(self._runs, compact)):
+            if c:
+                self._nonunit -= r.dead
+                r = r.compacted(max(0, self._head - r.lo) if i == 0 else 0)
+            if len(r):
+                runs_out.append(r)
+        # Renumber: ids stay contiguous (the first run may still begin with expired rows).
+        if not runs_out:
+            self._runs, self._head, self._end = [], 0, 0
+            return
+        if runs_out[0] is not self._runs[0]:  # the first run was compacted, or is gone
+            self._head = runs_out[0].lo
+        for prev, r in itertools.pairwise(runs_out):
+            r.lo = prev.lo + len(prev)
+        self._runs = runs_out
+        self._end = runs_out[-1].lo + len(runs_out[-1])
+
+    def _append(
+        self,
+        cols: list[pa.Array],
+        keys: list[pa.Array],
+        w: np.ndarray,
+        hashes: np.ndarray | None = None,
+    ) -> None:
         if len(w) == 0:
             return
-        run = _Run(self._end, cols, keys, w)
+        if self._hashed and hashes is None:
+            hashes = row_hash(cols)
+        run = _Run(self._end, cols, keys, w, hashes)
         self._end += len(w)
         while self._runs:
             prev = self._runs[-1]
@@ -307,9 +561,15 @@ class _Side:
         front, no pass over it needed. Returns False (nothing done) in any other case."""
         if self._retractions or self._nonunit:
             return False
+        if self._fifo_skip:  # the last tries failed: another input's retractions, most likely
+            self._fifo_skip -= 1
+            return False
         found = oldest_retracted(cols, w, len(self), self._head_columns)
         if found is None:
+            self._fifo_misses = min(self._fifo_misses + 1, 6)
+            self._fifo_skip = (1 << self._fifo_misses) - 1
             return False
+        self._fifo_misses = 0
         new, pi, k = found
         self._append(new, [x.take(pi) for x in keys], np.ones(len(pi), np.int64))
         self._expire(k)
@@ -345,6 +605,11 @@ class _Side:
             w[idx].astype(np.int64),
         )
         self._nonunit = int((w[idx] != 1).sum())
+
+
+def _hash_index(h: np.ndarray) -> Index:
+    order = np.argsort(h, kind="stable")
+    return h[order], order
 
 
 def _match(a_keys: list[pa.Array], b_keys: list[pa.Array]) -> tuple[np.ndarray, np.ndarray]:
@@ -389,9 +654,10 @@ class Join(MultiInputOperator):
         return len(left) + len(right), left.nbytes() + right.nbytes()
 
     def sides(self) -> tuple[int, int]:
-        """Rows held for each input (net of retractions once consolidated)."""
+        """Each input's current rows, counted by net weight: the sizes the selectivity of
+        `key_matches` is relative to."""
         left, right = self._sides
-        return len(left), len(right)
+        return left.net_rows(), right.net_rows()
 
     def key_matches(self) -> int:
         """Pairs of current rows, one from each side, whose keys are equal (each side's rows

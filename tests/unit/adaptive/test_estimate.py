@@ -133,3 +133,20 @@ def test_memory_estimates_match_the_engine(case):
     assert r.operators
     for label in r.operators:
         assert r.memory_error(label) < 0.05, (label, r.operators[label])
+
+
+def test_join_memory_error_grows_by_at_most_one_percent_per_level():
+    """brief-costmodel: the average relative error grows by at most 1% per level of plan
+    height. A left-deep join of four windows (joins at levels 1, 2, 3): a join fed by a join
+    holds exactly its input's current rows (no retractions waiting for a consolidation), so the
+    model's l/d of each side is what the engine keeps."""
+    r = run_case(Case("join4", "join4", 40.0, 2_000, 1, 120))
+    joins = sorted(
+        (label for label in r.operators if label.startswith("join")),
+        key=lambda label: int(label.split("#")[1]),
+    )
+    assert len(joins) == 3
+    errors = [r.memory_error(label) for label in joins]
+    assert errors[0] < 0.02, errors
+    for level, err in enumerate(errors[1:], start=2):
+        assert err <= errors[0] + 0.01 * (level - 1), (level, errors)
