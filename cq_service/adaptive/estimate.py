@@ -408,7 +408,7 @@ def _to_stream(op: L.RelToStream, e: Edge) -> tuple[Edge, float, str]:
 def groups_present(n: float, elements: float) -> float:
     """Distinct keys among `elements` drawn (Poisson) from `n` equally likely keys:
     n(1 − e^(−N/n)); every element its own key when n is infinite."""
-    if elements <= 0:
+    if elements <= 0 or n <= 0:
         return 0.0
     if not math.isfinite(n):
         return elements
