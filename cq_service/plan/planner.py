@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cq_service.cql.binder import BoundQuery
-from cq_service.cql.logical import LogicalOp, children
+from cq_service.cql.logical import LogicalOp, WindowOp, children
 from cq_service.plan.physical import PhysicalNode, PhysicalPlan, SinkNode
 from cq_service.plan.rewrite import simplify
 from cq_service.spec.model import SinkSpec
@@ -14,10 +14,11 @@ __all__ = ["plan_queries"]
 def plan_queries(queries: list[tuple[BoundQuery, SinkSpec | None]]) -> PhysicalPlan:
     """One physical plan for all queries; equal subplans become one node."""
     nodes: list[PhysicalNode] = []
-    memo: dict[LogicalOp, int] = {}
+    memo: dict[tuple[LogicalOp, tuple], int] = {}
 
     def visit(op: LogicalOp, query: str) -> int:
-        hit = memo.get(op)
+        key = (op, _owned_items(op))
+        hit = memo.get(key)
         if hit is not None:
             node = nodes[hit]
             if query not in node.queries:
@@ -28,7 +29,7 @@ def plan_queries(queries: list[tuple[BoundQuery, SinkSpec | None]]) -> PhysicalP
         inputs = [visit(c, query) for c in children(op)]
         node = PhysicalNode(len(nodes), op, inputs, [query])
         nodes.append(node)
-        memo[op] = node.id
+        memo[key] = node.id
         return node.id
 
     def _mark(i: int, query: str) -> None:
@@ -53,3 +54,17 @@ def plan_queries(queries: list[tuple[BoundQuery, SinkSpec | None]]) -> PhysicalP
                 )
             )
     return PhysicalPlan(nodes, sinks)
+
+
+def _owned_items(op: LogicalOp) -> tuple:
+    """The FROM items of the adjustable windows under `op`, in order. Two such windows are
+    equal as plans (names do not compare) but are adjusted and logged by their own item, so
+    subplans over different items stay apart."""
+    out: list = []
+    stack = [op]
+    while stack:
+        o = stack.pop()
+        if isinstance(o, WindowOp) and o.owner is not None:
+            out.append(o.names)
+        stack.extend(reversed(children(o)))
+    return tuple(out)

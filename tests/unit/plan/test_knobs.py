@@ -72,3 +72,13 @@ def test_adjustable_windows_are_not_shared_and_views_keep_theirs(tmp_path) -> No
         "q": {"cql": "SELECT * FROM v, T [Range 7] WHERE v.a = T.k", "qos": {"window": [5, 20]}},
     })
     assert got == ["window [Range 10]  shared by v, q", "window [Range 7] (adjustable by q's qos)  (q)"]
+
+
+def test_equal_adjustable_windows_on_different_items_stay_apart(tmp_path) -> None:
+    """Each is adjusted and logged by its own FROM item, so one operator cannot serve both
+    (a scalar subquery over the same stream and window as its outer query)."""
+    cql = "SELECT X.a, (SELECT MAX(Y.a) FROM S [Range 10] AS Y) AS m FROM S [Range 10] AS X"
+    got = windows(tmp_path, {"q": {"cql": cql, "qos": {"window": [1, 40]}}})
+    assert got == ["window [Range 10] (adjustable by q's qos)  (q)"] * 2
+    shared = windows(tmp_path, {"q": {"cql": cql}})
+    assert shared == ["window [Range 10]  (q)"]  # without qos, one operator serves both
