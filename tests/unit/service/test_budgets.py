@@ -266,7 +266,7 @@ def test_queries_over_different_streams_are_measured_together(
     write(folder, text)
     worker = make_worker(batch_rows=256)
     worker.reconcile()
-    assert list(worker.queries)[0] == f"{NAME}/asks_only"
+    assert next(iter(worker.queries)) == f"{NAME}/asks_only"
     for _ in range(3):
         for _ in range(30):
             worker.step()
