@@ -9,7 +9,9 @@ thread) the keeper takes each deployment with a `resources.memory_budget` (or `c
 2. It estimates each query's memory at the settings in force (`adaptive.manager`). Once a
    query has been steady for its largest window (after it started or last changed), its
    measured memory over its estimate scales its estimates from then on (1 to 4×), so a
-   model that falls short of the engine still holds the budget.
+   model that falls short of the engine still holds the budget. Before that, when the
+   deployment's operators hold more than the estimate and near the budget, the queries not
+   yet corrected are scaled by that ratio.
 3. It chooses settings (`adaptive.manager.decide`: granularity scan, then bisection on
    windows, weighted) for a point inside a band: it applies them when the estimate at the
    settings in force passes the budget less the reserve, or when it is below
@@ -148,14 +150,23 @@ class BudgetKeeper:
         for q in queries:
             self._correct(pipeline, q, current[q.key], keep[q.key], state, now)
         state.estimated = sum((q.cost(current[q.key], keep[q.key]) for q in queries), Cost())
+        held = state.measured / state.estimated.memory if state.estimated.memory > 0 else 1.0
+        if held > 1.0 and state.measured > budget.target * (1 - self.worker.config.grow_margin):
+            # The operators hold more than the model says, near the budget: scale the queries
+            # not yet corrected by that ratio now rather than wait for them to be steady
+            # (a window shrunk but not yet drained also counts, which errs on the safe side).
+            for q in queries:
+                if q.key not in state.corrections:
+                    q.scale = min(MAX_CORRECTION, held)
+            state.estimated = sum(
+                (q.cost(current[q.key], keep[q.key]) for q in queries), Cost()
+            )
         # Plan inside a band: shrink when the settings in force pass the target, grow back
         # when they use less than (1 − margin) of it, and aim halfway, so that the noise of
         # measured rates does not move windows at every round.
         margin = self.worker.config.grow_margin
         aim = Budget(budget.target * (1 - margin / 2), 0.0, budget.cpu)
         decision = decide(queries, aim)
-        if decision.shedding:  # past the aim, but the target itself may fit without shedding
-            decision = decide(queries, Budget(budget.target, 0.0, budget.cpu))
         state.decision = decision
         fits_now = state.estimated.fits(budget)
         room = state.estimated.memory < budget.target * (1 - margin)
