@@ -28,7 +28,7 @@ from cq_service.engine.operators.base import NEVER, Operator
 from cq_service.engine.operators.join import Join
 from cq_service.plan.physical import PhysicalPlan
 
-__all__ = ["Measured", "PlanMeter", "warmup_of"]
+__all__ = ["Measured", "PlanMeter", "mean_distance", "warmup_of"]
 
 
 @dataclass(frozen=True)
@@ -186,7 +186,7 @@ class PlanMeter:
                     relation_rows[node.op.name] = float(op.rows_out)
                 else:
                     meter = self.rates.get(node.op.name)
-                    d = meter.d if (meter and smoothed) else _mean_distance(op)
+                    d = meter.d if (meter and smoothed) else mean_distance(op)
                     if d is not None and math.isfinite(d):
                         source_d[node.op.name] = d
                     delay[node.op.name] = op.reorder.max_delay  # type: ignore[attr-defined]
@@ -224,7 +224,7 @@ class PlanMeter:
         return min(1.0, t.rows_out / met) if met > 0 else None
 
 
-def _mean_distance(op: Operator) -> float | None:
+def mean_distance(op: Operator) -> float | None:
     """A source's mean time between elements over all it has read."""
     first, last, n = op.first_seen, op.max_seen, op.rows_out  # type: ignore[attr-defined]
     if first == NEVER or n < 2:

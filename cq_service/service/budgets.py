@@ -48,7 +48,7 @@ from cq_service.adaptive.manager import (
     decide,
     window_knobs,
 )
-from cq_service.adaptive.measure import PlanMeter
+from cq_service.adaptive.measure import PlanMeter, mean_distance
 from cq_service.cql import logical as L
 from cq_service.engine.operators.base import NEVER
 from cq_service.engine.operators.range_window import RangeWindow
@@ -357,9 +357,10 @@ class BudgetKeeper:
         for n in plan.nodes:
             if isinstance(n.op, L.Source) and n.op.name in q.source_keys:
                 src = self.worker.engine.sources.get(q.source_keys[n.op.name])
-                if src is None or src.rows_out < 2 or src.first_seen == NEVER:
+                d = None if src is None else mean_distance(src)
+                if d is None:
                     continue
-                source_d[n.op.name] = max(src.max_seen - src.first_seen, 1) / (src.rows_out - 1)
+                source_d[n.op.name] = d
                 row_bytes[n.op.name] = src.output.total_bytes / max(1, src.output.total_rows)
         return Observed(source_d, row_bytes)
 
