@@ -15,10 +15,12 @@ from cq_service.errors import Span
 from cq_service.types import DataType
 
 __all__ = [
+    "DEFAULT_ARCHIVE_DIR",
     "DEFAULT_SCHEDULER",
     "LATENCY_BOUNDED_SCHEDULER",
     "SCHEDULERS",
     "TIME_UNITS",
+    "ArchiveSpec",
     "FieldSpec",
     "PipelineSpec",
     "QosSpec",
@@ -191,6 +193,24 @@ class ResourcesSpec:
             )
 
 
+# The archive's folder when the `archive` section does not name one: beside the pipeline file.
+DEFAULT_ARCHIVE_DIR = "archive"
+
+
+@dataclass(frozen=True)
+class ArchiveSpec:
+    """Where `cq archive` copies the pipeline's streams to (Parquet) and how often the worker
+    does it: the `archive` section (docs/archive.md).
+
+    `path` is absolute (the section's path resolved against the pipeline file's folder, or
+    `DEFAULT_ARCHIVE_DIR` beside it); `every` is the worker's schedule in wall-clock seconds, or
+    None: archived only on demand. `span` is where the section was written (line 1 without one)."""
+
+    path: str
+    every: float | None = None
+    span: Span = field(default=Span(), compare=False)
+
+
 @dataclass(frozen=True)
 class PipelineSpec:
     version: int
@@ -203,6 +223,7 @@ class PipelineSpec:
     path: str = ""  # the pipeline file
     base_dir: str = ""  # the folder relative paths were resolved against
     resources: ResourcesSpec = ResourcesSpec()  # the `resources` section, or its defaults
+    archive: ArchiveSpec | None = None  # the `archive` section (None: archive/ beside the file)
 
     @property
     def time_unit_ns(self) -> int:
