@@ -31,9 +31,11 @@ from jsonschema.exceptions import ValidationError
 from cq_service.errors import CQError, Span, SpecError
 from cq_service.spec.exceptions import SpecErrors
 from cq_service.spec.model import (
+    DEFAULT_ARCHIVE_DIR,
     DEFAULT_SCHEDULER,
     LATENCY_BOUNDED_SCHEDULER,
     TIME_UNITS,
+    ArchiveSpec,
     FieldSpec,
     PipelineSpec,
     QosSpec,
@@ -478,6 +480,7 @@ class _SpecBuilder:
             path=path,
             base_dir=str(self.base_dir),
             resources=self._resources(),
+            archive=self._archive(),
         )
 
     def _error(self, message: str, span: Span) -> None:
@@ -895,6 +898,33 @@ class _SpecBuilder:
             self._error(f"{_describe(path)} must be > 0, got '{value}'", self.doc.span(path))
             return None
         return bound
+
+    # archive
+
+    def _archive(self) -> ArchiveSpec | None:
+        """The `archive` section (None without one): its folder made absolute, its schedule in
+        wall-clock seconds (at least one)."""
+        path: Path = ("archive",)
+        raw = self.doc.value.get("archive")
+        if raw is None:
+            return None
+        folder = self.base_dir / str(raw.get("path", DEFAULT_ARCHIVE_DIR))
+        every = None
+        if "every" in raw:
+            try:
+                every = parse_duration(str(raw["every"]), "ns") / 1e9
+            except ValueError as exc:
+                self._error(f"every of the archive: {exc}", self.doc.span((*path, "every")))
+            else:
+                if every < 1:
+                    self._error(
+                        f"every of the archive must be at least 1 second, got '{raw['every']}'",
+                        self.doc.span((*path, "every")),
+                    )
+                    every = None
+        return ArchiveSpec(
+            path=str(folder.resolve()), every=every, span=self.doc.span(path, key=True)
+        )
 
     # names
 

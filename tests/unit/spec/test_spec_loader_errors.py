@@ -64,7 +64,7 @@ extra: 1
         "18:3: missing key 'cql' in query 'r'",
         "19:5: missing key 'path' in the sink of query 'r'",
         "20:1: unknown key 'extra' (expected one of: version, name, time_unit, streams, "
-        "relations, queries, dead_letter, resources)",
+        "relations, queries, dead_letter, resources, archive)",
     ]
 
 
@@ -328,7 +328,7 @@ def test_errors_render_file_line_col(pipeline_dir):
     assert str(exc).splitlines() == [
         f"{path}:3:12: time_unit must be one of ns, us, ms, s, min, h, d, got 'sec'",
         f"{path}:4:1: unknown key 'extra' (expected one of: version, name, time_unit, streams, "
-        "relations, queries, dead_letter, resources)",
+        "relations, queries, dead_letter, resources, archive)",
     ]
     assert (exc.span.line, exc.span.col) == (3, 12)
 
@@ -363,7 +363,7 @@ def test_unknown_tag_is_reported_with_the_rest(problems):
     assert problems("version: 1\nname: !foo p\nextra: 1\n") == [
         "2:7: invalid YAML: could not determine a constructor for the tag '!foo'",
         "3:1: unknown key 'extra' (expected one of: version, name, time_unit, streams, "
-        "relations, queries, dead_letter, resources)",
+        "relations, queries, dead_letter, resources, archive)",
     ]
 
 
