@@ -61,6 +61,8 @@ __all__ = [
     "KafkaReader",
     "KafkaSink",
     "KafkaWriter",
+    "MessageDecoder",
+    "Messages",
     "PartitionClock",
     "bootstrap_servers",
 ]
@@ -356,9 +358,10 @@ def _text(value: bytes | None) -> str:
     return "" if value is None else value.decode("utf-8", errors="replace")
 
 
-class _Polled:
-    """The messages of one poll, flattened in partition order (each partition's in offset
-    order)."""
+class Messages:
+    """Kafka messages as columns: partition, offset, key, value and timestamp (ms since the
+    epoch, -1 if none) of each. A poll's are flattened in partition order (each partition's in
+    offset order); `of` takes messages read some other way (e.g. Spark's Kafka connector)."""
 
     def __init__(self, records: Mapping[Any, Sequence[Any]]):
         self.partition: list[int] = []
@@ -374,8 +377,130 @@ class _Polled:
                 self.value.append(r.value)
                 self.timestamp.append(r.timestamp)
 
+    @classmethod
+    def of(
+        cls,
+        partition: Sequence[int],
+        offset: Sequence[int],
+        key: Sequence[bytes | None],
+        value: Sequence[bytes | None],
+        timestamp: Sequence[int],
+    ) -> Messages:
+        messages = cls({})
+        messages.partition, messages.offset = list(partition), list(offset)
+        messages.key, messages.value = list(key), list(value)
+        messages.timestamp = list(timestamp)
+        return messages
+
     def __len__(self) -> int:
         return len(self.value)
+
+
+_Polled = Messages
+
+
+class MessageDecoder:
+    """Kafka messages -> a stream's elements, exactly as `KafkaReader` decodes them (values as
+    jsonl lines are, `key` and `time: record` as documented above). `cq archive` decodes with it
+    too, so the archive holds the elements the engine sees."""
+
+    def __init__(self, stream: StreamSpec, time_unit: str):
+        opts = stream.source.options
+        self.stream = stream
+        self.topic: str = opts["topic"]
+        self.key_field: str | None = opts.get("key")
+        self.record_time = opts.get("time", "value") == "record"
+        self.layout = RecordLayout(stream, time_unit, f"kafka:{self.topic}")
+        self._json = JsonObjects(self.layout)
+        self._unit_ns = TIME_UNITS[time_unit]
+
+    def decode(
+        self, polled: Messages, positions: np.ndarray
+    ) -> tuple[RawChunk, list[DeadRecord]]:
+        """The elements of `polled` (`positions`: each message's arrival-order timestamp), with
+        `record` the offset and `partition` set, and its dead records located as
+        ``kafka:<topic>/<partition>`` at their offset; also those dead records with `record` the
+        message's index in `polled` (for the dead-letter topic)."""
+        n = len(polled)
+        dead: list[tuple[int, str]] = []
+        ok: list[int] = []
+        keys: list[str | None] = [None] * n
+        for i, value in enumerate(polled.value):
+            if value is None:
+                dead.append((i, "no value (a tombstone)"))
+                continue
+            key = polled.key[i]
+            if self.key_field is not None and key is not None:
+                try:
+                    keys[i] = key.decode("utf-8")
+                except UnicodeDecodeError:
+                    dead.append((i, f"key: {NOT_UTF8}"))
+                    continue
+            ok.append(i)
+        texts = [polled.value[i] for i in ok]
+        values, rows, bad = self._parse(texts)
+        ok_index = np.asarray(ok, dtype=np.int64)
+        parsed = ok_index[rows]
+        if self.key_field is not None:
+            values[self.key_field] = pa.array([keys[i] for i in parsed.tolist()], pa.string())
+        if self.record_time:
+            assert self.stream.timestamp is not None
+            values[self.stream.timestamp] = self._record_times(polled, parsed)
+        dead.extend((int(ok_index[k]), reason) for k, reason in bad)
+        chunk = self.layout.assemble(
+            values,
+            len(parsed),
+            parsed,
+            np.asarray(positions, dtype=np.int64)[parsed],
+            lambda j: _text(polled.value[int(parsed[j])]),
+            [(i, reason, _text(polled.value[i])) for i, reason in dead],
+        )
+        index = chunk.record
+        located = RawChunk(
+            chunk.columns,
+            chunk.ts,
+            chunk.ops,
+            np.asarray(polled.offset, dtype=np.int64)[index],
+            [
+                replace(
+                    d,
+                    file=f"kafka:{self.topic}/{polled.partition[d.record]}",
+                    record=polled.offset[d.record],
+                )
+                for d in chunk.dead
+            ],
+            partition=np.asarray(polled.partition, dtype=np.int32)[index],
+        )
+        return located, chunk.dead
+
+    def _parse(self, texts: list[bytes]) -> tuple[dict[str, Any], np.ndarray, list]:
+        """JSON values -> field values: all at once when they can be lines of one block."""
+        if texts:
+            data = b"\n".join(texts) + b"\n"
+            if data.count(b"\n") == len(texts) and b"\r" not in data:
+                values = self._json.fast(data, len(texts))
+                if values is not None:
+                    return values, np.arange(len(texts), dtype=np.int64), []
+        # json.loads would take bytes in UTF-16 or UTF-32 too: a value must be UTF-8.
+        utf8, bad = [], []
+        for k, text in enumerate(texts):
+            try:
+                text.decode("utf-8")
+            except UnicodeDecodeError:
+                bad.append((k, NOT_UTF8))
+            else:
+                utf8.append(k)
+        values, rows, more = self._json.slow([texts[k] for k in utf8])
+        index = np.asarray(utf8, dtype=np.int64)
+        return values, index[rows], bad + [(int(index[k]), reason) for k, reason in more]
+
+    def _record_times(self, polled: Messages, rows: np.ndarray) -> pa.Array:
+        """Message timestamps (ms since the epoch) of `rows` in time_unit, rounded down."""
+        ms = np.asarray(polled.timestamp, dtype=np.int64)[rows]
+        missing = ms < 0
+        ns = ms * 1_000_000
+        values = ns // self._unit_ns
+        return pa.array(values, pa.int64(), mask=missing if missing.any() else None)
 
 
 @register_source("kafka")
@@ -400,15 +525,12 @@ class KafkaReader(SourceReader):
         self._check_options(opts)
         self.topic: str = opts["topic"]
         self.group: str | None = opts.get("group")
-        self.key_field: str | None = opts.get("key")
         self.start: str = opts.get("start", "earliest")
-        self.record_time = opts.get("time", "value") == "record"
         self.dead_letter_topic: str = opts.get("dead_letter_topic") or f"{self.topic}.dlq"
         self.idle_timeout = float(opts.get("idle_timeout", DEFAULT_IDLE_TIMEOUT))
         self.servers = bootstrap_servers(opts.get("bootstrap_servers"))
-        self.layout = RecordLayout(stream, time_unit, f"kafka:{self.topic}")
-        self._json = JsonObjects(self.layout)
-        self._unit_ns = TIME_UNITS[time_unit]
+        self._decoder = MessageDecoder(stream, time_unit)
+        self.layout = self._decoder.layout
         self._clock = PartitionClock(stream.max_delay, arrival=stream.timestamp is None)
         settings = dict(opts.get("consumer") or {})
         self._settings = settings
@@ -666,87 +788,11 @@ class KafkaReader(SourceReader):
         n = len(polled)
         positions = self._next_position + np.arange(n, dtype=np.int64)
         self._next_position += n
-        dead: list[tuple[int, str]] = []
-        ok: list[int] = []
-        keys: list[str | None] = [None] * n
-        for i, value in enumerate(polled.value):
-            if value is None:
-                dead.append((i, "no value (a tombstone)"))
-                continue
-            key = polled.key[i]
-            if self.key_field is not None and key is not None:
-                try:
-                    keys[i] = key.decode("utf-8")
-                except UnicodeDecodeError:
-                    dead.append((i, f"key: {NOT_UTF8}"))
-                    continue
-            ok.append(i)
-        texts = [polled.value[i] for i in ok]
-        values, rows, bad = self._parse(texts)
-        ok_index = np.asarray(ok, dtype=np.int64)
-        parsed = ok_index[rows]
-        if self.key_field is not None:
-            values[self.key_field] = pa.array([keys[i] for i in parsed.tolist()], pa.string())
-        if self.record_time:
-            assert self.stream.timestamp is not None
-            values[self.stream.timestamp] = self._record_times(polled, parsed)
-        dead.extend((int(ok_index[k]), reason) for k, reason in bad)
-        chunk = self.layout.assemble(
-            values,
-            len(parsed),
-            parsed,
-            positions[parsed],
-            lambda j: _text(polled.value[int(parsed[j])]),
-            [(i, reason, _text(polled.value[i])) for i, reason in dead],
-        )
-        self._dead_letter(polled, chunk.dead)
-        index = chunk.record
-        partition = np.asarray(polled.partition, dtype=np.int32)[index]
-        self._clock.observe(partition, chunk.ts)
-        return RawChunk(
-            chunk.columns,
-            chunk.ts,
-            chunk.ops,
-            np.asarray(polled.offset, dtype=np.int64)[index],
-            [
-                replace(
-                    d,
-                    file=f"kafka:{self.topic}/{polled.partition[d.record]}",
-                    record=polled.offset[d.record],
-                )
-                for d in chunk.dead
-            ],
-            partition=partition,
-        )
-
-    def _parse(self, texts: list[bytes]) -> tuple[dict[str, Any], np.ndarray, list]:
-        """JSON values -> field values: all at once when they can be lines of one block."""
-        if texts:
-            data = b"\n".join(texts) + b"\n"
-            if data.count(b"\n") == len(texts) and b"\r" not in data:
-                values = self._json.fast(data, len(texts))
-                if values is not None:
-                    return values, np.arange(len(texts), dtype=np.int64), []
-        # json.loads would take bytes in UTF-16 or UTF-32 too: a value must be UTF-8.
-        utf8, bad = [], []
-        for k, text in enumerate(texts):
-            try:
-                text.decode("utf-8")
-            except UnicodeDecodeError:
-                bad.append((k, NOT_UTF8))
-            else:
-                utf8.append(k)
-        values, rows, more = self._json.slow([texts[k] for k in utf8])
-        index = np.asarray(utf8, dtype=np.int64)
-        return values, index[rows], bad + [(int(index[k]), reason) for k, reason in more]
-
-    def _record_times(self, polled: _Polled, rows: np.ndarray) -> pa.Array:
-        """Message timestamps (ms since the epoch) of `rows` in time_unit, rounded down."""
-        ms = np.asarray(polled.timestamp, dtype=np.int64)[rows]
-        missing = ms < 0
-        ns = ms * 1_000_000
-        values = ns // self._unit_ns
-        return pa.array(values, pa.int64(), mask=missing if missing.any() else None)
+        chunk, dead = self._decoder.decode(polled, positions)
+        self._dead_letter(polled, dead)
+        assert chunk.partition is not None
+        self._clock.observe(chunk.partition, chunk.ts)
+        return chunk
 
     def _dead_letter(self, polled: _Polled, dead: Sequence[DeadRecord]) -> None:
         """Send malformed messages to the dead-letter topic and wait for the broker's
