@@ -13,7 +13,7 @@ FLINK_VERSION := 2.3.0
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev,bench]"
+	$(PY) -m pip install --quiet -e ".[dev,batch,bench]"
 	touch $(STAMP)
 
 # PyFlink for the NEXMark benchmark, in a venv of its own (it pins an older pyarrow). Its
