@@ -11,6 +11,7 @@ from cq_service.catalog.database import ENV_VAR, default_url, head_revision
 from cq_service.catalog.exceptions import CatalogError, CatalogInputError
 from cq_service.catalog.records import (
     AdjustmentRecord,
+    ArchiveState,
     Checkpoint,
     DeploymentRecord,
     PipelineControlRecord,
@@ -26,6 +27,7 @@ from cq_service.catalog.spec_json import sink_json, source_json, stream_json
 __all__ = [
     "ENV_VAR",
     "AdjustmentRecord",
+    "ArchiveState",
     "Catalog",
     "CatalogError",
     "CatalogInputError",

@@ -30,6 +30,7 @@ __all__ = [
     "DEPLOYMENT_STATUSES",
     "QUERY_STATUSES",
     "Adjustment",
+    "ArchiveProgress",
     "Base",
     "CheckpointRow",
     "Deployment",
@@ -194,4 +195,27 @@ class PipelineControl(Base):
     pipeline: Mapped[str] = mapped_column(Name, primary_key=True)
     scheduler: Mapped[str | None] = mapped_column(String(32), nullable=True)
     latency_bound_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ArchiveProgress(Base):
+    """How far `cq archive` has copied a stream of a pipeline (docs/archive.md): the committed
+    run number, per partition the next offset to archive and the largest archived _ts, the
+    completeness boundary, and a file source's size and mtime when it was archived."""
+
+    __tablename__ = "archive_progress"
+    __table_args__ = (CheckConstraint("run >= 1", name="ck_archive_progress_run"),)
+
+    pipeline: Mapped[str] = mapped_column(Name, primary_key=True)
+    stream: Mapped[str] = mapped_column(Name, primary_key=True)
+    source: Mapped[str] = mapped_column(String(16))
+    run: Mapped[int] = mapped_column(BigInteger)
+    offsets: Mapped[Any] = mapped_column(Json, nullable=False)
+    max_ts: Mapped[Any] = mapped_column(Json, nullable=False)
+    next_position: Mapped[int] = mapped_column(BigInteger)
+    boundary: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    file_size: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    file_mtime_ns: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    rows: Mapped[int] = mapped_column(BigInteger)
+    dead_letters: Mapped[int] = mapped_column(BigInteger)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

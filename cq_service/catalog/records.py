@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 __all__ = [
     "AdjustmentRecord",
+    "ArchiveState",
     "Checkpoint",
     "DeploymentRecord",
     "PipelineControlRecord",
@@ -122,4 +123,30 @@ class Checkpoint:
     frontier: int | None
     offsets: Mapping[str, Any] = field(default_factory=dict)
     queries: Mapping[str, Any] = field(default_factory=dict)
+    updated_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class ArchiveState:
+    """How far a stream of a pipeline is archived (`cq archive`, docs/archive.md).
+
+    `source` is ``kafka`` or ``file``; `run` the number of the last committed run (archive file
+    names carry it); `offsets` maps a partition to the next offset to archive (a file source:
+    partition 0, the number of the last record read); `max_ts` maps a partition to its largest
+    archived _ts; `boundary` is the largest _ts such that every element at or below it is
+    archived (None: none yet); `next_position` the next arrival-order timestamp; `file_size`,
+    `file_mtime_ns` a file source's when it was archived; `rows`, `dead_letters` totals."""
+
+    pipeline: str
+    stream: str
+    source: str
+    run: int
+    offsets: Mapping[int, int] = field(default_factory=dict)
+    max_ts: Mapping[int, int] = field(default_factory=dict)
+    next_position: int = 0
+    boundary: int | None = None
+    file_size: int | None = None
+    file_mtime_ns: int | None = None
+    rows: int = 0
+    dead_letters: int = 0
     updated_at: datetime | None = None

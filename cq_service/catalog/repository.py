@@ -36,6 +36,7 @@ from cq_service.catalog import models as m
 from cq_service.catalog.exceptions import CatalogError, CatalogInputError
 from cq_service.catalog.records import (
     AdjustmentRecord,
+    ArchiveState,
     Checkpoint,
     DeploymentRecord,
     PipelineControlRecord,
@@ -505,6 +506,50 @@ class Catalog:
                 row.key, row.frontier, row.offsets, row.queries, _aware(row.updated_at)
             )
 
+    # -- archive progress (cq archive) --------------------------------------------------------
+
+    def archive_state(self, pipeline: str, stream: str) -> ArchiveState | None:
+        """How far `stream` of `pipeline` is archived (None: never)."""
+        with self._tx() as s:
+            row = s.get(m.ArchiveProgress, (pipeline, stream))
+            return None if row is None else _archive_state(row)
+
+    def archive_states(self, pipeline: str) -> list[ArchiveState]:
+        with self._tx() as s:
+            rows = s.scalars(
+                select(m.ArchiveProgress)
+                .where(m.ArchiveProgress.pipeline == pipeline)
+                .order_by(m.ArchiveProgress.stream)
+            )
+            return [_archive_state(r) for r in rows]
+
+    def save_archive_state(self, state: ArchiveState) -> None:
+        """Replace the progress of `state.stream` (atomically: a run is committed by this)."""
+        if state.run < 1:
+            raise CatalogInputError(f"archive run must be >= 1, got {state.run}")
+        values = {
+            "pipeline": state.pipeline,
+            "stream": state.stream,
+            "source": state.source,
+            "run": state.run,
+            "offsets": {str(p): int(o) for p, o in state.offsets.items()},
+            "max_ts": {str(p): int(t) for p, t in state.max_ts.items()},
+            "next_position": state.next_position,
+            "boundary": _int64_or_none("boundary", state.boundary),
+            "file_size": state.file_size,
+            "file_mtime_ns": state.file_mtime_ns,
+            "rows": state.rows,
+            "dead_letters": state.dead_letters,
+            "updated_at": m.utcnow(),
+        }
+        with self._tx() as s:
+            s.execute(_upsert(s, m.ArchiveProgress, values, ("pipeline", "stream")))
+
+    def archive_boundary(self, pipeline: str, stream: str) -> int | None:
+        """The largest _ts up to which `stream`'s archive is complete (None: none yet)."""
+        state = self.archive_state(pipeline, stream)
+        return None if state is None else state.boundary
+
     # -- plumbing ----------------------------------------------------------------------------
 
     @contextmanager
@@ -654,14 +699,17 @@ def _relation_value(
 # -- statements -----------------------------------------------------------------------------
 
 
-def _upsert(s: Session, model: type[m.Base], values: dict[str, Any], key: str) -> Any:
+def _upsert(
+    s: Session, model: type[m.Base], values: dict[str, Any], key: str | Sequence[str]
+) -> Any:
     """Insert `values`, or update the row with the same primary `key` (atomically)."""
     insert = postgresql.insert if s.bind.dialect.name == "postgresql" else sqlite.insert
+    keys = [key] if isinstance(key, str) else list(key)
     return (
         insert(model)
         .values(values)
         .on_conflict_do_update(
-            index_elements=[key], set_={k: v for k, v in values.items() if k != key}
+            index_elements=keys, set_={k: v for k, v in values.items() if k not in keys}
         )
     )
 
@@ -750,3 +798,21 @@ def _pipeline_control(r: m.PipelineControl) -> PipelineControlRecord:
 
 def _adjustment(a: m.Adjustment) -> AdjustmentRecord:
     return AdjustmentRecord(int(a.id), a.pipeline, a.query, a.kind, a.detail or {}, _aware(a.at))
+
+
+def _archive_state(r: m.ArchiveProgress) -> ArchiveState:
+    return ArchiveState(
+        pipeline=r.pipeline,
+        stream=r.stream,
+        source=r.source,
+        run=r.run,
+        offsets={int(p): int(o) for p, o in (r.offsets or {}).items()},
+        max_ts={int(p): int(t) for p, t in (r.max_ts or {}).items()},
+        next_position=r.next_position,
+        boundary=r.boundary,
+        file_size=r.file_size,
+        file_mtime_ns=r.file_mtime_ns,
+        rows=r.rows,
+        dead_letters=r.dead_letters,
+        updated_at=_aware(r.updated_at),
+    )

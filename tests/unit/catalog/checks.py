@@ -18,6 +18,7 @@ TABLES = {
     "stats_snapshots",
     "checkpoints",
     "pipeline_controls",
+    "archive_progress",
 }
 
 
