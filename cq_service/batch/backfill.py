@@ -1,0 +1,366 @@
+"""Backfill: a query's results over the archived past, computed on Spark by our own engine.
+
+    plan = plan_backfill(spec, "q8", start=T1, end=T2)     # the path, the bounds, the feed
+    report = run_backfill(plan, spark, out=Path("out/q8"))  # or sink=True: the query's sink
+
+Spark reads each stream's archive (`batch.layout`) from the first instant the results at T1
+depend on (`feed_from`, see `partitioning.history_reach`) to T2, hashes it on the key
+`partitioning.analyze` chose (the key path) or keeps it in one partition (the single path),
+sorts every partition in replay order (``_ts``, ``_partition``, ``_offset``) and runs the engine
+in each (`engine_in_spark`), which ends at T2 and keeps the results with ``_ts`` >= T1. The
+driver merges them by ``_ts``: within one ``_ts``, retractions first, then by the row's values
+(NULL first) — the canonical order `cq run` writes (`engine.consolidate.canonical_order`), so
+the files are byte-identical to `cq run`'s on the same input.
+
+The results at an instant are final only once no element at or before it can still come, so T2
+is at most the archive's completeness boundary (the default). docs/backfill.md has the rest.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from cq_service.batch import engine_in_spark as eis
+from cq_service.batch.layout import archive_root, archive_schema, stream_dir
+from cq_service.batch.partitioning import KEY, Partitioning, analyze
+from cq_service.compiler import compile_pipeline, subset
+from cq_service.engine.batch import Batch
+from cq_service.engine.consolidate import canonical_order
+from cq_service.errors import CQError
+from cq_service.io import open_sink
+from cq_service.spec.model import PipelineSpec
+from cq_service.types import DataType
+
+__all__ = [
+    "BackfillError",
+    "BackfillPlan",
+    "BackfillReport",
+    "plan_backfill",
+    "run_backfill",
+    "spark_session",
+]
+
+
+class BackfillError(CQError):
+    """A backfill that cannot run as asked (unknown query, no boundary, T1 > T2)."""
+
+
+@dataclass(frozen=True)
+class BackfillPlan:
+    """A backfill of `query` over [start, end]. `start` None: from the archive's first element.
+    `feed_from` is the first ``_ts`` read from the archive (None: everything)."""
+
+    spec: PipelineSpec
+    query: str
+    partitioning: Partitioning
+    start: int | None
+    end: int
+    feed_from: int | None
+    root: Path
+    columns: tuple[str, ...]
+    types: tuple[DataType, ...]
+
+    def describe(self) -> str:
+        feed = "the archive's start" if self.feed_from is None else str(self.feed_from)
+        start = "the archive's start" if self.start is None else str(self.start)
+        return (
+            f"{self.query}: {self.partitioning.describe()}\n"
+            f"  results for [{start}, {self.end}]; archive read from {feed} "
+            f"(window reach {'unbounded' if self.partitioning.reach is None else self.partitioning.reach})"
+        )
+
+
+@dataclass
+class BackfillReport:
+    plan: BackfillPlan
+    seconds: float
+    elements: int  # result elements written
+    inputs: dict[str, int] = field(default_factory=dict)  # archived elements read per stream
+    partitions: int = 1
+    table: pa.Table | None = None  # the merged result (``_ts``, ``_op``, columns)
+
+
+def plan_backfill(
+    spec: PipelineSpec,
+    query: str,
+    *,
+    start: int | None = None,
+    end: int | None = None,
+    root: str | Path | None = None,
+    boundary: Callable[[str], int | None] | None = None,
+) -> BackfillPlan:
+    """The backfill of `query` over [start, end]; `end` defaults to the smallest completeness
+    boundary (`boundary(stream)`, e.g. the catalog's) of the streams it reads."""
+    if query not in spec.queries:
+        raise BackfillError(f"no query {query!r} in pipeline {spec.name!r}")
+    compiled = compile_pipeline(subset(spec, [query]))
+    bound = next(q for q in compiled.queries if q.name == query)
+    part = analyze(bound)
+    if end is None:
+        known = [boundary(s) if boundary else None for s in part.streams]
+        if not part.streams or any(b is None for b in known):
+            raise BackfillError(
+                f"{query}: no completeness boundary is recorded for its streams "
+                "(run `cq archive` first, or give --to)"
+            )
+        end = min(b for b in known if b is not None)
+    if start is not None and start > end:
+        raise BackfillError(f"{query}: --from {start} is after --to {end}")
+    feed_from = None
+    if start is not None and part.reach is not None:
+        feed_from = start - 1 - part.reach
+    sink = next(s for s in compiled.plan.sinks if s.query == query) if spec.queries[
+        query].sink else None
+    if sink is not None:
+        columns, types = tuple(sink.columns), tuple(sink.types)
+    else:
+        columns, types = eis.result_schema(spec, query)
+    return BackfillPlan(spec, query, part, start, end, feed_from, archive_root(spec, root),
+                        columns, types)
+
+
+def spark_session(partitions: int | None = None) -> Any:
+    """A local SparkSession for backfill (the one already active, if any)."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    cores = partitions or os.cpu_count() or 2
+    return (
+        SparkSession.builder.master(f"local[{cores}]")
+        .appName("cq-backfill")
+        .config("spark.sql.shuffle.partitions", str(cores))
+        .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "65536")
+        .config("spark.ui.showConsoleProgress", "true")
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
+
+
+_SPARK_TYPES = {
+    DataType.INT: "bigint",
+    DataType.FLOAT: "double",
+    DataType.STRING: "string",
+    DataType.BOOL: "boolean",
+    DataType.TIMESTAMP: "bigint",
+    DataType.NULL: "string",
+}
+
+
+def run_backfill(
+    plan: BackfillPlan,
+    spark: Any,
+    *,
+    out: Path | None = None,
+    sink: bool = False,
+    partitions: int | None = None,
+    progress: bool = False,
+    keep_table: bool = False,
+) -> BackfillReport:
+    """Run `plan` on `spark`; write the results to Parquet under `out` (``part-0.parquet``)
+    and/or to the query's sink (`sink`)."""
+    started = time.perf_counter()
+    part = plan.partitioning
+    spec = plan.spec
+    n_parts = 1 if part.path != KEY else (partitions or spark.sparkContext.defaultParallelism)
+    relations = {}
+    for r in part.relations:
+        table = eis.source_table(spec.relations[r], spec.time_unit)
+        mask = np.asarray(table.column("_ts").to_numpy() <= plan.end)
+        relations[r] = eis.to_ipc(table.filter(pa.array(mask)))
+    emit_from = plan.start if plan.start is not None else np.iinfo(np.int64).min
+    task = eis.EngineTask(spec, plan.query, part.streams, int(emit_from), plan.end, relations)
+    frames, inputs = _inputs(plan, spark, n_parts, progress)
+    schema = ", ".join(
+        ["_ts bigint", "_op tinyint"]
+        + [f"c{i} {_SPARK_TYPES[t]}" for i, t in enumerate(plan.types)]
+    )
+    rows = _union(frames, spark, plan)
+    rows = rows.repartition(n_parts, "_part").sortWithinPartitions(
+        "_ts", "_partition", "_offset"
+    )
+    results = rows.mapInArrow(eis.partition_runner(task.pickled()), schema)
+    with _TaskProgress(spark, enabled=progress):
+        table = results.toArrow()
+    merged = _merge(table, len(plan.types))
+    _write(plan, merged, out, sink)
+    report = BackfillReport(plan, time.perf_counter() - started, merged.num_rows, inputs, n_parts)
+    if keep_table:
+        report.table = merged
+    return report
+
+
+def _inputs(plan: BackfillPlan, spark: Any, n_parts: int, progress: bool) -> tuple[list, dict]:
+    """One DataFrame per stream: its archived elements in the feed range, columns renamed to
+    `stream_column` names, with ``_src`` and the hash ``_part`` of its key."""
+    from pyspark.sql import functions as F
+
+    spec, part = plan.spec, plan.partitioning
+    frames, inputs = [], {}
+    bars = _Bars(progress)
+    for i, name in enumerate(part.streams):
+        s = spec.streams[name]
+        folder = stream_dir(plan.root, name)
+        arrow_schema = archive_schema(s)
+        ddl = ", ".join(
+            [f"`{f.name}` {_SPARK_TYPES[f.type]}" for f in s.schema]
+            + ["_ts bigint", "_partition int", "_offset bigint"]
+        )
+        if folder.is_dir() and any(folder.rglob("*.parquet")):
+            df = spark.read.schema(ddl).option("basePath", str(folder)).parquet(str(folder))
+        else:
+            df = spark.createDataFrame([], ddl)
+        df = df.select(*arrow_schema.names)
+        if plan.feed_from is not None:
+            df = df.where(F.col("_ts") >= plan.feed_from)
+        df = df.where(F.col("_ts") <= plan.end)
+        key = part.keys.get(name)
+        if part.path != KEY:
+            bucket = F.lit(0)
+        elif key is None:
+            bucket = F.pmod(F.xxhash64("_partition", "_offset"), F.lit(n_parts))
+        else:
+            bucket = F.pmod(F.xxhash64(F.col(f"`{key}`")), F.lit(n_parts))
+        df = df.select(
+            *[F.col(f"`{f.name}`").alias(eis.stream_column(i, j)) for j, f in enumerate(s.schema)],
+            "_ts", "_partition", "_offset",
+            F.lit(i).alias("_src"), bucket.alias("_part"),
+        )
+        inputs[name] = bars.count(name, df) if progress else -1
+        frames.append(df)
+    bars.close()
+    return frames, inputs
+
+
+def _union(frames: list, spark: Any, plan: BackfillPlan) -> Any:
+    if not frames:
+        return spark.createDataFrame(
+            [], "_ts bigint, _partition int, _offset bigint, _src int, _part bigint"
+        )
+    rows = frames[0]
+    for f in frames[1:]:
+        rows = rows.unionByName(f, allowMissingColumns=True)
+    return rows
+
+
+def _merge(table: pa.Table, width: int) -> pa.Table:
+    """The partitions' results in one table in `cq run`'s order (by _ts, − before +, values)."""
+    if table.num_rows == 0:
+        return table
+    cols = tuple(table.column(f"c{i}").combine_chunks() for i in range(width))
+    batch = Batch(
+        cols,
+        table.column("_ts").to_numpy().astype(np.int64),
+        table.column("_op").to_numpy().astype(np.int64),
+    )
+    batch = canonical_order(batch)
+    return pa.Table.from_arrays(
+        [pa.array(batch.ts), pa.array(batch.w.astype(np.int8)), *batch.columns],
+        names=table.column_names,
+    )
+
+
+def _write(plan: BackfillPlan, table: pa.Table, out: Path | None, sink: bool) -> None:
+    width = len(plan.columns)
+    ts = table.column("_ts").to_numpy() if table.num_rows else np.empty(0, np.int64)
+    ops = table.column("_op").to_numpy() if table.num_rows else np.empty(0, np.int8)
+    cols = [table.column(f"c{i}").combine_chunks() for i in range(width)]
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        named = pa.Table.from_arrays(
+            [pa.array(ts, pa.int64()),
+             pa.array(np.where(ops > 0, "+", "-") if len(ops) else [], pa.string()), *cols],
+            names=["_ts", "_op", *plan.columns],
+        )
+        pq.write_table(named, out / "part-0.parquet")
+    if sink:
+        spec = plan.spec.queries[plan.query].sink
+        if spec is None:
+            raise BackfillError(f"{plan.query} is a view: it has no sink (use --out)")
+        writer = open_sink(spec, list(plan.columns), list(plan.types))
+        try:
+            step = 65_536
+            for k in range(0, len(ts), step):
+                writer.write(ts[k:k + step], ops[k:k + step], [c.slice(k, step) for c in cols])
+        finally:
+            writer.close()
+
+
+class _Bars:
+    """Rich progress bars for the streams read (counted by Spark), when enabled."""
+
+    def __init__(self, enabled: bool):
+        self.progress = None
+        if enabled:
+            from rich.progress import Progress
+
+            self.progress = Progress(transient=False)
+            self.progress.start()
+
+    def count(self, name: str, df: Any) -> int:
+        assert self.progress is not None
+        bar = self.progress.add_task(f"read {name}", total=None)
+        n = df.count()
+        self.progress.update(bar, total=max(n, 1), completed=max(n, 1),
+                             description=f"read {name}: {n:,} elements")
+        return n
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+
+class _TaskProgress:
+    """A rich bar of the Spark tasks done, polled from the status tracker while a job runs."""
+
+    def __init__(self, spark: Any, enabled: bool):
+        self.spark, self.enabled = spark, enabled
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> _TaskProgress:
+        if self.enabled:
+            self._thread = threading.Thread(target=self._poll, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _poll(self) -> None:
+        from rich.progress import Progress
+
+        tracker = self.spark.sparkContext.statusTracker()
+        with Progress() as bars:
+            tasks: dict[int, Any] = {}
+            while True:
+                stopping = self._stop.is_set()
+                for sid in tracker.getActiveStageIds():
+                    info = tracker.getStageInfo(sid)
+                    if info is None:
+                        continue
+                    if sid not in tasks:
+                        tasks[sid] = bars.add_task(f"stage {sid} tasks", total=info.numTasks)
+                    bars.update(tasks[sid], completed=info.numCompletedTasks)
+                if stopping:
+                    for bar in tasks.values():
+                        total = bars.tasks[bar].total or 0
+                        bars.update(bar, completed=total)
+                    return
+                self._stop.wait(0.25)

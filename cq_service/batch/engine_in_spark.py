@@ -1,0 +1,292 @@
+"""The project's own engine, run over Arrow tables of archived elements (inside a Spark task).
+
+`run_engine(task)` compiles one query (with the views it reads), feeds each stream its table in
+replay order and each stored relation its broadcast table, ends every source with a heartbeat
+at `task.end` (the backfill's T2, not the largest timestamp the task happens to hold), and
+returns the query's result elements with ``_ts`` >= `task.emit_from` as one Arrow table
+(``_ts``, ``_op`` +1/−1, then the result columns ``c0``, ``c1``, …).
+
+`partition_runner(task)` wraps it for `DataFrame.mapInArrow`: the Spark partition's rows (every
+stream's columns side by side, ``_src`` naming the stream) are split per stream, in the order
+Spark sorted them, and given to `run_engine`.
+
+`source_table(stream, time_unit)` reads a stream's or relation's own source as `cq run` does,
+late elements left out: how backfill loads stored relations (and tests build archives).
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cq_service.compiler import compile_pipeline, subset
+from cq_service.cql.logical import Source
+from cq_service.engine.build import SourceOptions, build_executor
+from cq_service.engine.reorder import Reorderer
+from cq_service.engine.scheduler import policy as make_policy
+from cq_service.io import open_source
+from cq_service.io.base import RawChunk
+from cq_service.spec.model import PipelineSpec, SinkSpec, StreamSpec
+from cq_service.types import DataType, arrow_type
+
+__all__ = [
+    "EngineTask",
+    "partition_runner",
+    "result_schema",
+    "run_engine",
+    "source_table",
+    "stream_column",
+]
+
+NEVER = np.iinfo(np.int64).min
+
+
+@dataclass(frozen=True)
+class EngineTask:
+    """What one engine run needs. `spec` is the pipeline (only `query` and what it reads are
+    run); `relations` maps each stored relation to Arrow IPC bytes of its updates (columns,
+    ``_ts``, ``_op``, ``_offset``); `streams` lists the query's streams in ``_src`` order."""
+
+    spec: PipelineSpec
+    query: str
+    streams: tuple[str, ...]
+    emit_from: int
+    end: int
+    relations: dict[str, bytes] = field(default_factory=dict)
+    batch_rows: int = 65_536
+
+    def pickled(self) -> bytes:
+        return pickle.dumps(self)
+
+
+def stream_column(src: int, col: int) -> str:
+    """The name of stream `src`'s column `col` in the side-by-side rows Spark shuffles."""
+    return f"s{src}_{col}"
+
+
+def result_schema(spec: PipelineSpec, query: str) -> tuple[tuple[str, ...], tuple[DataType, ...]]:
+    """The result column names and types of `query`."""
+    compiled = compile_pipeline(_with_collecting_sinks(subset(spec, [query])))
+    for s in compiled.plan.sinks:
+        if s.query == query:
+            return tuple(s.columns), tuple(s.types)
+    raise KeyError(query)
+
+
+class _Collect:
+    """A result writer that keeps the elements at or after `emit_from`."""
+
+    def __init__(self, emit_from: int):
+        self.emit_from = emit_from
+        self.parts: list[tuple[np.ndarray, np.ndarray, list[pa.Array]]] = []
+
+    def write(self, ts: np.ndarray, ops: np.ndarray, columns) -> None:
+        keep = ts >= self.emit_from
+        if not keep.any():
+            return
+        if not keep.all():
+            mask = pa.array(keep)
+            ts, ops, columns = ts[keep], ops[keep], [c.filter(mask) for c in columns]
+        self.parts.append((np.asarray(ts), np.asarray(ops), list(columns)))
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class _Discard(_Collect):
+    def write(self, ts: np.ndarray, ops: np.ndarray, columns) -> None:
+        pass
+
+
+class _TableReader:
+    """Replays a table of elements (schema columns, ``_ts``, optional ``_op``, ``_offset``) in
+    its order, then promises nothing at or below `end` follows, then ends."""
+
+    def __init__(self, table: pa.Table, stream: StreamSpec, end: int, batch_rows: int):
+        self.names = [f.name for f in stream.schema]
+        self.types = [arrow_type(f.type) for f in stream.schema]
+        self.table = table
+        self.end = end
+        self.batch_rows = batch_rows
+        self.pos = 0
+        self.done = False
+
+    def read(self) -> RawChunk | None:
+        if self.pos < self.table.num_rows:
+            part = self.table.slice(self.pos, self.batch_rows)
+            self.pos += part.num_rows
+            cols = tuple(
+                part.column(n).combine_chunks().cast(t) for n, t in zip(self.names, self.types)
+            )
+            ts = part.column("_ts").to_numpy().astype(np.int64)
+            if "_op" in part.column_names:
+                ops = part.column("_op").to_numpy().astype(np.int8)
+            else:
+                ops = np.ones(len(ts), dtype=np.int8)
+            record = part.column("_offset").to_numpy().astype(np.int64)
+            return RawChunk(cols, ts, ops, record)
+        if not self.done:
+            self.done = True
+            empty = tuple(pa.array([], type=t) for t in self.types)
+            none = np.empty(0, dtype=np.int64)
+            return RawChunk(empty, none, none.astype(np.int8), none, heartbeat=self.end)
+        return None
+
+
+def _with_collecting_sinks(spec: PipelineSpec) -> PipelineSpec:
+    """Every sink made a blackhole (the engine writes through our collector instead); canonical
+    order is only kept for sinks that are not blackholes, so use a file sink spec."""
+    queries = {
+        n: replace(q, sink=SinkSpec("file", "unused.jsonl", "jsonl")) if q.sink else q
+        for n, q in spec.queries.items()
+    }
+    return replace(spec, queries=queries)
+
+
+def run_engine(task: EngineTask, streams: dict[str, pa.Table]) -> pa.Table:
+    """The query's result over these streams (and the task's relations); see the module doc."""
+    spec = _with_collecting_sinks(subset(task.spec, [task.query]))
+    compiled = compile_pipeline(spec)
+    inputs = {**spec.streams, **spec.relations}
+    readers, options = {}, {}
+    for node in compiled.plan.nodes:
+        if not isinstance(node.op, Source):
+            continue
+        s = inputs[node.op.name]
+        if s.is_relation:
+            table = _from_ipc(task.relations.get(s.name))
+        else:
+            table = streams.get(s.name)
+        if table is None:
+            table = _empty_elements(s)
+        readers[s.name] = _TableReader(table, s, task.end, task.batch_rows)
+        # Elements come in replay order: no reordering, no lateness.
+        options[s.name] = SourceOptions(s.is_relation, 0, "drop", None)
+    collect = _Collect(task.emit_from)
+    writers = {
+        s.query: collect if s.query == task.query else _Discard(task.emit_from)
+        for s in compiled.plan.sinks
+    }
+    executor = build_executor(
+        compiled.plan,
+        readers=readers,
+        writers=writers,
+        options=options,
+        policy=make_policy("fifo", None),
+        budget=task.batch_rows,
+    )
+    executor.run()
+    sink = next(s for s in compiled.plan.sinks if s.query == task.query)
+    return _result_table(collect, [arrow_type(t) for t in sink.types])
+
+
+def _result_table(collect: _Collect, types: list[pa.DataType]) -> pa.Table:
+    names = ["_ts", "_op", *(f"c{i}" for i in range(len(types)))]
+    schema = pa.schema(
+        [("_ts", pa.int64()), ("_op", pa.int8())]
+        + [(f"c{i}", t if t != pa.null() else pa.string()) for i, t in enumerate(types)]
+    )
+    if not collect.parts:
+        return schema.empty_table()
+    ts = np.concatenate([p[0] for p in collect.parts])
+    ops = np.concatenate([p[1] for p in collect.parts]).astype(np.int8)
+    cols = [
+        pa.concat_arrays([p[2][i].cast(schema.field(i + 2).type) for p in collect.parts])
+        for i in range(len(types))
+    ]
+    return pa.Table.from_arrays([pa.array(ts), pa.array(ops), *cols], names=names).cast(schema)
+
+
+def _empty_elements(s: StreamSpec) -> pa.Table:
+    fields = [pa.field(f.name, arrow_type(f.type)) for f in s.schema]
+    fields += [pa.field("_ts", pa.int64()), pa.field("_offset", pa.int64())]
+    return pa.schema(fields).empty_table()
+
+
+def _from_ipc(data: bytes | None) -> pa.Table | None:
+    if data is None:
+        return None
+    return pa.ipc.open_stream(io.BytesIO(data)).read_all()
+
+
+def to_ipc(table: pa.Table) -> bytes:
+    """`table` as Arrow IPC stream bytes (how relations travel to the tasks)."""
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return sink.getvalue()
+
+
+def partition_runner(task_bytes: bytes) -> Callable[[Iterable[pa.RecordBatch]],
+                                                    Iterator[pa.RecordBatch]]:
+    """The function `mapInArrow` runs on every partition (see the module docstring)."""
+
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        task: EngineTask = pickle.loads(task_bytes)
+        batches = list(batches)
+        rows = pa.Table.from_batches(batches) if batches else None
+        streams: dict[str, pa.Table] = {}
+        if rows is not None and rows.num_rows:
+            src = rows.column("_src").to_numpy()
+            for i, name in enumerate(task.streams):
+                s = task.spec.streams[name]
+                mine = rows.filter(pa.array(src == i))
+                if not mine.num_rows:
+                    continue
+                arrays = [mine.column(stream_column(i, j)) for j in range(len(s.schema))]
+                arrays += [mine.column("_ts"), mine.column("_offset")]
+                names = [f.name for f in s.schema] + ["_ts", "_offset"]
+                streams[name] = pa.Table.from_arrays(arrays, names=names)
+        result = run_engine(task, streams)
+        yield from result.to_batches(max_chunksize=65_536)
+
+    return run
+
+
+def source_table(stream: StreamSpec, time_unit: str, batch_rows: int = 65_536) -> pa.Table:
+    """`stream`'s own source read as `cq run` reads it, without its late elements, sorted in
+    replay order: schema columns, ``_ts``, ``_op`` (+1/−1), ``_partition`` (0), ``_offset``."""
+    reorder = Reorderer(stream.max_delay)
+    names = [f.name for f in stream.schema]
+    hb = None if stream.heartbeat is None else names.index(stream.heartbeat[0])
+    parts: list[pa.Table] = []
+    with open_source(stream, time_unit, batch_rows) as reader:
+        for chunk in reader:
+            ts = np.asarray(chunk.ts, dtype=np.int64)
+            promises = None
+            if hb is not None and len(ts):
+                col = chunk.columns[hb]
+                values = np.asarray(
+                    pc.fill_null(col.cast(pa.int64()), NEVER).to_numpy(), dtype=np.int64
+                )
+                promises = np.where(values == NEVER, NEVER, values + stream.heartbeat[1])
+            late, _, _ = reorder.late_mask(ts, promises)
+            keep = pa.array(~late)
+            arrays = [c.filter(keep) for c in chunk.columns]
+            n = int((~late).sum())
+            arrays += [
+                pa.array(ts[~late]),
+                pa.array(np.asarray(chunk.ops, dtype=np.int8)[~late]),
+                pa.array(np.zeros(n, dtype=np.int32)),
+                pa.array(np.asarray(chunk.record, dtype=np.int64)[~late]),
+            ]
+            parts.append(pa.Table.from_arrays(arrays, names=[*names, "_ts", "_op",
+                                                             "_partition", "_offset"]))
+    fields = [pa.field(f.name, arrow_type(f.type)) for f in stream.schema]
+    fields += [pa.field("_ts", pa.int64()), pa.field("_op", pa.int8()),
+               pa.field("_partition", pa.int32()), pa.field("_offset", pa.int64())]
+    schema = pa.schema(fields)
+    if not parts:
+        return schema.empty_table()
+    table = pa.concat_tables([p.cast(schema) for p in parts])
+    order = pc.sort_indices(table, sort_keys=[("_ts", "ascending"), ("_offset", "ascending")])
+    return table.take(order)
