@@ -36,6 +36,7 @@ __all__ = [
     "Deployment",
     "PipelineControl",
     "Query",
+    "QueryHandover",
     "RelationRow",
     "StatsSnapshot",
     "Stream",
@@ -218,4 +219,16 @@ class ArchiveProgress(Base):
     file_mtime_ns: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     rows: Mapped[int] = mapped_column(BigInteger)
     dead_letters: Mapped[int] = mapped_column(BigInteger)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class QueryHandover(Base):
+    """A backfill of a query up to `until_ts` (T2): the worker starts it warm from the archive
+    and emits only results after T2 (docs/backfill.md)."""
+
+    __tablename__ = "query_handovers"
+
+    pipeline: Mapped[str] = mapped_column(Name, primary_key=True)
+    query: Mapped[str] = mapped_column(Name, primary_key=True)
+    until_ts: Mapped[int] = mapped_column(BigInteger)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

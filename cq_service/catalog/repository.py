@@ -550,6 +550,29 @@ class Catalog:
         state = self.archive_state(pipeline, stream)
         return None if state is None else state.boundary
 
+    # -- backfill handovers ------------------------------------------------------------------
+
+    def set_handover(self, pipeline: str, query: str, until: int) -> None:
+        """Record that `query`'s results up to `until` (T2) came from a backfill."""
+        values = {"pipeline": pipeline, "query": query,
+                  "until_ts": _int64_or_none("until", until), "updated_at": m.utcnow()}
+        with self._tx() as s:
+            s.execute(_upsert(s, m.QueryHandover, values, ("pipeline", "query")))
+
+    def handover(self, pipeline: str, query: str) -> int | None:
+        """The T2 a backfill of `query` handed over at (None: no handover)."""
+        with self._tx() as s:
+            row = s.get(m.QueryHandover, (pipeline, query))
+            return None if row is None else int(row.until_ts)
+
+    def clear_handover(self, pipeline: str, query: str) -> bool:
+        with self._tx() as s:
+            row = s.get(m.QueryHandover, (pipeline, query))
+            if row is None:
+                return False
+            s.delete(row)
+            return True
+
     # -- plumbing ----------------------------------------------------------------------------
 
     @contextmanager

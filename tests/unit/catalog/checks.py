@@ -19,6 +19,7 @@ TABLES = {
     "checkpoints",
     "pipeline_controls",
     "archive_progress",
+    "query_handovers",
 }
 
 
