@@ -62,6 +62,7 @@ from cq_service.service.checkpoint import (
     query_cut,
 )
 from cq_service.service.config import ServiceConfig
+from cq_service.service.handover import handover_key, open_handover
 from cq_service.service.results import ResultTee
 from cq_service.spec import load_pipeline
 from cq_service.spec.model import (
@@ -98,6 +99,7 @@ class _Query:
     relations: set[str]  # source keys that are relations
     gates: dict[str, int] = field(default_factory=dict)
     tee: ResultTee | None = None
+    handover: int | None = None  # T2 of a backfill it takes over from (docs/backfill.md)
 
     @property
     def version(self) -> str:
@@ -170,6 +172,7 @@ class Worker:
         self._restore_offsets: dict[str, dict[str, int]] = (
             dict(saved.offsets or {}) if saved else {}
         )
+        self._handovers: dict[str, tuple[Any, int]] = {}  # source key -> (plan, T2)
         self._checkpoint_due = 0.0
         self._reconcile_due = 0.0
         self.checkpoints = 0
@@ -515,11 +518,18 @@ class Worker:
         needs = horizons(plan)  # every source the query reads, with its horizon
         streams = {n: inputs[_declared(inputs, n)] for n in needs}
         keys = {n: source_key(s, spec.time_unit) for n, s in streams.items()}
+        until = self.catalog.handover(spec.name, bq.name)
+        if until is not None:  # its streams: the archive, then Kafka (service/handover.py)
+            for n, s in streams.items():
+                if not s.is_relation:
+                    keys[n] = handover_key(spec.name, bq.name, s.name)
+                    self._handovers[keys[n]] = (bq.plan, until)
         fingerprint = (plan, sink_json(sink), tuple(sorted(keys.items())))
         hz = {keys[n]: h for n, h in needs.items()}
         relations = {keys[n] for n, s in streams.items() if s.is_relation}
         return _Query(
-            f"{spec.name}/{bq.name}", spec.name, bq.name, fingerprint, keys, hz, relations
+            f"{spec.name}/{bq.name}", spec.name, bq.name, fingerprint, keys, hz, relations,
+            handover=until,
         )
 
     def _start_queries(self, spec: PipelineSpec, queries: list[_Query], bound: list[Any]) -> None:
@@ -554,6 +564,8 @@ class Worker:
                 writer = open_sink(_for_worker(s.sink), list(s.columns), s.types)
                 q.tee = ResultTee(writer, list(s.columns))
                 frontier = int(saved.get(q.key, {}).get("frontier", NEVER))
+                if q.handover is not None:
+                    frontier = max(frontier, q.handover)
                 writers[s.query] = ResumeFilter(q.tee, frontier) if frontier != NEVER else q.tee
             used = self.engine.add_queries(
                 plan,
@@ -578,8 +590,12 @@ class Worker:
     def _ensure_source(self, key: str, stream: StreamSpec, spec: PipelineSpec) -> None:
         if key in self.sources:
             return
-        reader = open_source(stream, spec.time_unit, self.config.batch_rows, live=True)
-        if hasattr(reader, "positions"):
+        if key in self._handovers:
+            plan, until = self._handovers[key]
+            reader = open_handover(spec, stream, plan, until, self.catalog, self.config.batch_rows)
+        else:
+            reader = open_source(stream, spec.time_unit, self.config.batch_rows, live=True)
+        if hasattr(reader, "positions") and key not in self._handovers:
             offsets = self._restore_offsets.get(key)
             if offsets:
                 reader.seek({int(p): int(o) for p, o in offsets.items()})
