@@ -443,6 +443,24 @@ def _service_commands() -> None:
 _service_commands()
 
 
+def _archive_command() -> None:
+    from cq_service.batch.cli import archive
+
+    app.command("archive")(archive)
+
+
+_archive_command()
+
+
+def _backfill_command() -> None:
+    from cq_service.batch.backfill_cli import backfill
+
+    app.command("backfill")(backfill)
+
+
+_backfill_command()
+
+
 def main() -> None:
     try:
         app()

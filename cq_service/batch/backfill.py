@@ -19,7 +19,6 @@ is at most the archive's completeness boundary (the default). docs/backfill.md h
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -130,24 +129,23 @@ def plan_backfill(
                         columns, types)
 
 
-def spark_session(partitions: int | None = None) -> Any:
-    """A local SparkSession for backfill (the one already active, if any)."""
-    from pyspark.sql import SparkSession
+def spark_session(partitions: int | None = None, master: str | None = None) -> Any:
+    """The batch jobs' SparkSession (`batch.spark.session`; no Kafka jars: backfill reads the
+    archive only), local with `partitions` cores unless `master` says otherwise."""
+    from cq_service.batch.spark import session
 
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        return active
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     cores = partitions or os.cpu_count() or 2
-    return (
-        SparkSession.builder.master(f"local[{cores}]")
-        .appName("cq-backfill")
-        .config("spark.sql.shuffle.partitions", str(cores))
-        .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
-        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "65536")
-        .config("spark.ui.showConsoleProgress", "true")
-        .config("spark.driver.memory", "2g")
-        .getOrCreate()
+    return session(
+        master=master or f"local[{cores}]",
+        app_name="cq-backfill",
+        conf={
+            "spark.sql.shuffle.partitions": cores,
+            "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
+            "spark.sql.execution.arrow.maxRecordsPerBatch": 65_536,
+            "spark.ui.showConsoleProgress": "true",
+            "spark.driver.memory": "2g",
+        },
+        kafka=False,
     )
 
 
