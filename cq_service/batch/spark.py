@@ -181,6 +181,7 @@ def session(
         .appName(app_name)
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
     )
@@ -188,4 +189,6 @@ def session(
         builder = builder.config("spark.jars", ",".join(str(j) for j in kafka_jars()))
     for key, value in (conf or {}).items():
         builder = builder.config(key, str(value))
-    return builder.getOrCreate()
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
