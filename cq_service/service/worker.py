@@ -53,6 +53,7 @@ from cq_service.io.dead_letter import DeadLetterSink
 from cq_service.plan.planner import plan_queries
 from cq_service.plan.rewrite import simplify
 from cq_service.runner import DeadLetterRouter, scheduler_of
+from cq_service.service.archiving import ArchiveSchedule
 from cq_service.service.budgets import BudgetKeeper
 from cq_service.service.checkpoint import (
     OffsetTracker,
@@ -178,6 +179,8 @@ class Worker:
         self.checkpoints = 0
         self.budgets = BudgetKeeper(self)  # the resource manager (service/budgets.py)
         self._manager: BackgroundScheduler | None = None
+        # `archive.every`: the deployed pipelines' archives, off the engine thread.
+        self.archives = ArchiveSchedule(lambda: self.pipelines, catalog)
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -190,6 +193,7 @@ class Worker:
             self._restore_offsets.clear()
             self.ready = True
             self._start_manager()
+            self.archives.start()
             while not self._stop.is_set():
                 self.step()
         finally:
@@ -674,6 +678,7 @@ class Worker:
     def _shutdown(self) -> None:
         if self._manager is not None:
             self._manager.shutdown(wait=False)
+        self.archives.stop()
         try:
             self.checkpoint()
         except Exception:  # a broken sink must not hide why we stopped
