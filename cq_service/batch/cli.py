@@ -92,7 +92,7 @@ def describe(r: StreamResult) -> str:
         where = f"offsets {read}"
     else:
         first, last = r.offsets.get(0, (0, 0))
-        where = ("rewritten, " if r.rewritten else "") + f"records {first}..{last}"
+        where = ("rewritten, " if r.rewritten and (r.run or 0) > 1 else "") + f"records {first}..{last}"
     dead = f", {r.dead_letters} dead letter{'s' if r.dead_letters != 1 else ''}"
     return (
         f"{r.stream}: {r.rows} rows in {r.files} file{'s' if r.files != 1 else ''} "
