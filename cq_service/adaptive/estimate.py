@@ -31,13 +31,16 @@ from cq_service.adaptive.cost_model import Edge
 from cq_service.adaptive.cpu import EngineCosts
 from cq_service.cql import logical as L
 from cq_service.plan.physical import PhysicalNode, PhysicalPlan
+from cq_service.types import DataType
 
 __all__ = [
     "DEFAULT_GROUPS",
     "DEFAULT_SELECTIVITY",
     "FOREVER",
+    "MERGE_RATIO",
     "Observed",
     "OperatorEstimate",
+    "batch_row_bytes",
     "estimate_plan",
     "groups_present",
     "range_window_edge",
@@ -81,8 +84,9 @@ class OperatorEstimate:
     cpu: float
     formula: str
     assumed: tuple[str, ...] = ()  # inputs not measured, taken from defaults
-    row_bytes: float = 0.0  # bytes per element of the output
+    row_bytes: float = 0.0  # bytes per element of the output, as a batch holds it
     stream: bool = True  # the output is a stream (else a relation of +/− deltas)
+    column_bytes: float = 0.0  # of those, its columns' (what a join keeps of a row)
 
     @property
     def size(self) -> float:
@@ -149,6 +153,7 @@ def _estimate(
     edges = [e.edge for e in ins]
     in_bytes = [e.row_bytes for e in ins]
     out_bytes = max(in_bytes, default=0.0)
+    column_bytes = max((e.column_bytes for e in ins), default=0.0)
     state_bytes = out_bytes  # bytes per element the operator keeps
     rows = 0.0
     if isinstance(op, L.WindowOp):
@@ -164,13 +169,18 @@ def _estimate(
         a, b = edges
         sel = _selectivity(node, obs, assumed, default=_join_default(op))
         edge = cm.cross(a, b, sel)
+        cols = [e.column_bytes for e in ins]
+        column_bytes = sum(cols)  # an output row is a left row's columns, then a right row's
+        out_bytes = column_bytes + batch_row_bytes(edge.d)
+        sides = ((op.left, a, cols[0]), (op.right, b, cols[1]))
         rows = a.size + b.size  # each side holds its input's current rows
-        out_bytes = sum(in_bytes)
-        sides = ((op.left, a, in_bytes[0]), (op.right, b, in_bytes[1]))
-        state_bytes = _mean_bytes(
-            [(e.size, n + _join_row_bytes(side, e)) for side, e, n in sides]
-        ) + 8 * (len(op.left_keys) + 1)  # each side's rows, their keys and weights
-        formula = "paper (4); engine: (9) without the wait term, each side its input's rows"
+        state_bytes = _mean_bytes(  # bytes per current row, the expired ones kept included
+            [(e.size, _join_stored(side, e) * (c + _join_row_bytes(op, side, e))) for side, e, c in sides]
+        )
+        formula = (
+            "paper (4); engine: (9) without the wait term, each side its input's rows "
+            "(columns, key, weight, index)"
+        )
     elif isinstance(op, L.MarkJoin):
         edge = edges[0]
         rows = edges[0].size + edges[1].size
@@ -179,6 +189,7 @@ def _estimate(
     elif isinstance(op, L.Aggregate):
         edge, rows, formula = _aggregate(node, op, edges[0], obs, assumed)
         out_bytes = state_bytes = _counted(op)
+        column_bytes = 8.0 * len(op.schema)  # its output: one 8-byte value per column
     elif isinstance(op, L.Distinct):
         n = _groups(node, obs, assumed)
         edge = cm.group_by(edges[0], max(1, round(n))) if math.isfinite(n) else edges[0]
@@ -206,7 +217,9 @@ def _estimate(
     rows_out = _flow(edge, op.is_stream)
     cpu = costs.cpu(node.kind, rows_in, rows_out, _pairs(op, edges)) / unit_seconds
     if isinstance(op, L.Project):  # about the same bytes per column
-        out_bytes *= len(op.schema) / max(1, len(op.input.schema))
+        share = len(op.schema) / max(1, len(op.input.schema))
+        out_bytes *= share
+        column_bytes *= share
     return OperatorEstimate(
         node.id,
         node.kind,
@@ -218,6 +231,7 @@ def _estimate(
         tuple(assumed),
         out_bytes,
         op.is_stream,
+        column_bytes,
     )
 
 
@@ -243,8 +257,10 @@ def _source(
     rows = delay * edge.rate
     cpu = costs.cpu(node.kind, flow, flow, 0.0) / unit_seconds
     size = obs.row_bytes.get(op.name, 0.0)
+    columns = max(0.0, size - batch_row_bytes(edge.d)) if size else 0.0
     return OperatorEstimate(
-        node.id, node.kind, edge, rows, rows * size, cpu, formula, tuple(assumed), size, op.is_stream
+        node.id, node.kind, edge, rows, rows * size, cpu, formula, tuple(assumed), size,
+        op.is_stream, columns,
     )
 
 
@@ -269,14 +285,50 @@ def _size(e: Edge) -> float:
 # A join side whose input retracts other than its oldest rows first finds each retraction by
 # the hash of the row it retracts: each row's hash and offset, sorted (engine/operators/join.py).
 ROW_HASH_BYTES = 16
+# A join side's rows are runs; a new run merges into the one before it while that one holds at
+# most this many times its rows (`_Side.MERGE_RATIO` in engine/operators/join.py).
+MERGE_RATIO = 4
 
 
-def _join_row_bytes(op: L.LogicalOp, e: Edge) -> float:
-    """Bytes a join keeps per row of input `op` (edge `e`) besides the row, its keys and
-    weight: a window's rows leave oldest first, dropped from the front (engine/fifo.py); any
-    other relation that retracts rows is looked up by row hash."""
-    fifo = isinstance(op, L.WindowOp) and not op.window.partition_by
-    return 0.0 if fifo or e.l >= FOREVER else ROW_HASH_BYTES
+def batch_row_bytes(d: float) -> float:
+    """Bytes a batch holds per element besides its columns (engine/batch.py): its timestamp and
+    weight (8 bytes each) and 8 per tick, one per distinct instant. For Poisson arrivals d
+    time units apart, the instants with an element per element are d·(1 − e^(−1/d)).
+    The project's own accounting: the paper counts an element as one size s."""
+    if not math.isfinite(d) or d <= 0:
+        return 16.0
+    return 16.0 + 8.0 * d * -math.expm1(-1.0 / d)
+
+
+def _fifo(side: L.LogicalOp, e: Edge) -> bool:
+    """A join input whose rows leave oldest first: a window without Partition By (its rows
+    are dropped from the front of the side, engine/fifo.py)."""
+    return isinstance(side, L.WindowOp) and not side.window.partition_by and e.l < FOREVER
+
+
+def _join_row_bytes(op: L.Join, side: L.LogicalOp, e: Edge) -> float:
+    """Bytes a join keeps per row of input `side` (edge `e`) besides the row's columns
+    (engine/operators/join.py, `_Run.nbytes`): its key (8 bytes a key; a nested-loop join keys
+    every row by one constant byte), its weight (8), the sorted index of a single integer key
+    (value and offset, 16; the nested-loop join's constant key is one) and, for an input that
+    retracts other than its oldest rows first, each row's hash and offset (16)."""
+    keys = op.left_keys if side is op.left else op.right_keys
+    key = 8.0 * len(keys) if keys else 1.0
+    one_int = len(keys) == 1 and getattr(keys[0], "type", None) in (DataType.INT, DataType.TIMESTAMP)
+    index = 16.0 if not keys or one_int else 0.0
+    hashed = 0.0 if _fifo(side, e) or e.l >= FOREVER else ROW_HASH_BYTES
+    return key + 8.0 + index + hashed
+
+
+def _join_stored(side: L.LogicalOp, e: Edge) -> float:
+    """Rows a join side stores per current row of its input. A FIFO side drops expired rows
+    from the front of its oldest run, which keeps them until the run merges with the younger
+    ones (or half of it has expired): it merges once its current rows are at most
+    MERGE_RATIO times theirs, i.e. when 1/(MERGE_RATIO + 1) of the side has expired from it,
+    so between none and that share, half of it on average: 1 + 1/(2·(MERGE_RATIO + 1)).
+    Another side consolidates its retractions away: its current rows. The project's own
+    derivation (the paper's join keeps no expired element)."""
+    return 1.0 + 0.5 / (MERGE_RATIO + 1) if _fifo(side, e) else 1.0
 
 
 def _flow(e: Edge, stream: bool) -> float:

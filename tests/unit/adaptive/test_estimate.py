@@ -150,3 +150,85 @@ def test_join_memory_error_grows_by_at_most_one_percent_per_level():
     assert errors[0] < 0.02, errors
     for level, err in enumerate(errors[1:], start=2):
         assert err <= errors[0] + 0.01 * (level - 1), (level, errors)
+
+
+def test_rate_meter_of_a_slow_stream_is_not_its_latest_sample():
+    """A few elements per interval (90 tuples/min, 1 s intervals): each sample's Poisson noise
+    is far past a 25% drift threshold, so the estimate must not jump to it, nor be biased by
+    averaging Δt/Δn."""
+    rng = np.random.default_rng(1)
+    d = 60_000 / 90
+    ts = np.cumsum(rng.exponential(d, 2_000))
+    m = RateMeter(interval=1_000)
+    ratios = []
+    for t in range(0, 600_000, 600):
+        m.observe(t, int(np.searchsorted(ts, t, side="right")))
+        if t > 30_000:
+            ratios.append(m.d / d)
+    assert m.changed == 0
+    assert float(np.median(ratios)) == pytest.approx(1.0, abs=0.1)
+    assert float(np.quantile(ratios, 0.9)) < 1.6 and float(np.quantile(ratios, 0.1)) > 0.65
+
+
+MULTIWAY = """
+version: 1
+name: multiway
+time_unit: ms
+streams:
+{streams}
+queries:
+  q: {{cql: "{cql}", sink: {{type: blackhole}}}}
+"""
+
+
+def _multiway_run(tmp_path, cql: str, rates: dict[str, float], seconds: float = 120.0):
+    """Run `cql` over Poisson streams (k125 and k200 uniform keys, a value) at `rates`
+    (time units between elements); the estimate from what was measured, and the
+    measurement."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from cq_service.adaptive.measure import PlanMeter
+    from cq_service.bench.costmodel.streams import poisson_timestamps
+    from cq_service.compiler import load_and_compile
+    from cq_service.runner import run_pipeline
+
+    lines = []
+    for i, (name, d) in enumerate(rates.items()):
+        rng = np.random.default_rng(10 + i)
+        t = poisson_timestamps(rng, d, seconds)
+        cols = {"ts": t, "k125": rng.integers(0, 125, len(t)), "k200": rng.integers(0, 200, len(t))}
+        cols["v"] = rng.integers(0, 1000, len(t))
+        pq.write_table(pa.table(cols), tmp_path / f"{name}.parquet")
+        lines.append(
+            f"  {name}: {{schema: {{k125: int, k200: int, v: int}}, timestamp: ts, "
+            f"source: {{type: file, path: {tmp_path / name}.parquet, format: parquet}}}}"
+        )
+    (tmp_path / "p.yaml").write_text(MULTIWAY.format(streams="\n".join(lines), cql=cql))
+    compiled = load_and_compile(tmp_path / "p.yaml")
+    meter = PlanMeter(compiled.plan, unit_seconds=1e-3)
+    report = run_pipeline(compiled, batch_rows=4, after_step=meter)
+    meter.finish(report.executor)
+    est = estimate_plan(compiled.plan, meter.observed(), unit_seconds=1e-3)
+    joins = [n.id for n in compiled.plan.nodes if isinstance(n.op, L.Join)]
+    return joins, est, meter.measured()
+
+
+def test_join_bytes_of_a_multiway_join_match_the_engine(tmp_path):
+    """Bytes, not only rows, of a left-deep 3-way join (an equi-join on a key of 125 values,
+    then a band join on another key) over steady Poisson streams. A join fed by a join keeps
+    its input's columns only (not a batch's timestamp, weight and ticks twice) plus its key,
+    weight, index and row hash; a window-fed side keeps some expired rows until its oldest
+    run merges. The old accounting was 20% over at level 2."""
+    cql = (
+        "SELECT A.v AS va, B.v AS vb, C.v AS vc FROM S0 [Range 10000] A, S1 [Range 10000] B, "
+        "S2 [Range 10000] C WHERE A.k125 = B.k125 AND B.k200 >= C.k200 AND B.k200 < C.k200 + 3"
+    )
+    joins, est, measured = _multiway_run(tmp_path, cql, {"S0": 40.0, "S1": 50.0, "S2": 60.0})
+    first, second = joins
+    for node, tolerance in ((first, 0.08), (second, 0.05)):
+        e, m = est[node].bytes, measured[node].bytes
+        assert e == pytest.approx(m, rel=tolerance), (node, e, m)
+    total_e = sum(est[j].bytes for j in joins)
+    total_m = sum(measured[j].bytes for j in joins)
+    assert total_e == pytest.approx(total_m, rel=0.05)

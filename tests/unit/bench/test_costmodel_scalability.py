@@ -81,12 +81,6 @@ def test_the_paper_timeline_scaled():
     assert arrivals[26:] == [(720_000, 500)]
 
 
-@pytest.mark.xfail(
-    reason="issue 6 open: on this tiny mix the engine holds 1.2-1.3x the model's estimate for "
-    "multi-way joins during the first fill; the keeper shrinks from its second round, but the "
-    "state already admitted under the large windows peaks about 4% over budget + reserve",
-    strict=False,
-)
 def test_the_worker_holds_the_budget_after_the_start(engine):
     s = engine["series"]
     t, measured = np.asarray(s["t"]), np.asarray(s["measured"])
