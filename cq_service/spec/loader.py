@@ -32,6 +32,7 @@ from cq_service.errors import CQError, Span, SpecError
 from cq_service.spec.exceptions import SpecErrors
 from cq_service.spec.model import (
     DEFAULT_ARCHIVE_DIR,
+    DEFAULT_RUNNER,
     DEFAULT_SCHEDULER,
     LATENCY_BOUNDED_SCHEDULER,
     TIME_UNITS,
@@ -846,6 +847,7 @@ class _SpecBuilder:
             if "memory_budget" in raw
             else None,
             cpu_budget=float(raw["cpu_budget"]) if "cpu_budget" in raw else None,
+            runner=raw.get("runner", DEFAULT_RUNNER),
         )
 
     def _scheduling(self, raw: Mapping[str, Any], path: Path) -> ResourcesSpec:

@@ -16,8 +16,10 @@ from cq_service.types import DataType
 
 __all__ = [
     "DEFAULT_ARCHIVE_DIR",
+    "DEFAULT_RUNNER",
     "DEFAULT_SCHEDULER",
     "LATENCY_BOUNDED_SCHEDULER",
+    "RUNNERS",
     "SCHEDULERS",
     "TIME_UNITS",
     "ArchiveSpec",
@@ -164,6 +166,11 @@ class QuerySpec:
         return self.cql_positions[offset]
 
 
+# What runs a pipeline's queries: the embedded engine, or Spark Structured Streaming.
+RUNNERS = ("embedded", "spark")
+DEFAULT_RUNNER = "embedded"
+
+
 @dataclass(frozen=True)
 class ResourcesSpec:
     """How the engine shares its resources among the queries: the `resources` section.
@@ -176,9 +183,14 @@ class ResourcesSpec:
     latency_bound: int | None = None
     memory_budget: int | None = None  # bytes the deployment's state and queues may take
     cpu_budget: float | None = None  # cores' worth of the worker's time it may take
+    runner: str = DEFAULT_RUNNER  # what runs the queries: one of RUNNERS (docs/spark-runner.md)
     span: Span = field(default=Span(), compare=False)
 
     def __post_init__(self) -> None:
+        if self.runner not in RUNNERS:
+            raise ValueError(
+                f"unknown runner {self.runner!r} (expected one of: {', '.join(RUNNERS)})"
+            )
         if self.scheduler not in SCHEDULERS:
             raise ValueError(
                 f"unknown scheduler {self.scheduler!r} (expected one of: {', '.join(SCHEDULERS)})"
