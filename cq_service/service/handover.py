@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from cq_service.batch.layout import archive_root, read_stream
+from cq_service.batch.layout import archive_root, read_stream, stream_dir
 from cq_service.batch.partitioning import history_reach
 from cq_service.errors import CQError
 from cq_service.io import open_source
@@ -105,7 +105,11 @@ def open_handover(
                             "before handing a query over")
     reach = history_reach(simplify(plan))
     start = None if reach is None else until - reach
-    table = read_stream(archive_root(spec, root), stream, spec.time_unit, start=start)
+    folder = archive_root(spec, root)
+    if state.rows and not stream_dir(folder, stream.name).is_dir():
+        raise HandoverError(f"{stream.name}: the catalog records {state.rows} archived elements "
+                            f"but {stream_dir(folder, stream.name)} does not exist")
+    table = read_stream(folder, stream, spec.time_unit, start=start)
     offsets = {int(p): int(o) for p, o in state.offsets.items()}
     table = _below(table, offsets)
     options = {k: v for k, v in stream.source.options.items() if k != "group"}

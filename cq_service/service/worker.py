@@ -549,9 +549,11 @@ class Worker:
             if data is not None and data.get("version") == q.version:
                 saved[q.key] = data
                 gates = data.get("gates")
-            groups.setdefault(json.dumps(gates, sort_keys=True), []).append(i)
+            # A handed-over query reads sources of its own: it is planned alone.
+            alone = q.key if q.handover is not None else None
+            groups.setdefault(json.dumps([gates, alone], sort_keys=True), []).append(i)
         for gates_text, members in groups.items():
-            gates = json.loads(gates_text)
+            gates = json.loads(gates_text)[0]
             source_keys: dict[str, str] = {}
             for i in members:
                 for n, key in queries[i].source_keys.items():

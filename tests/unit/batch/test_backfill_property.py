@@ -9,6 +9,7 @@ and their canonical order within it agree.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -65,7 +66,7 @@ def _check(case: strat.Case, spark, tmp: Path, pick: int) -> None:
             assert _lines(out, None) == expected, (plan.describe(), path.read_text())
 
 
-@settings(max_examples=14, deadline=None, derandomize=True,
+@settings(max_examples=int(os.environ.get("CQ_BACKFILL_EXAMPLES", "14")), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                  HealthCheck.function_scoped_fixture])
 @given(case=st.one_of(*(strat.cases(f) for f in FAMILIES)), pick=st.integers(0, 1000))
