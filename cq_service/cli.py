@@ -33,12 +33,21 @@ def validate(files: list[Path] = typer.Argument(..., help="pipeline files to che
     bad = False
     for f in files:
         try:
-            load_and_compile(f)
+            compiled = load_and_compile(f)
         except CQError as e:
             bad = True
             for line in e.lines():
                 typer.echo(line, err=False)
             continue
+        if compiled.spec.resources.runner == "spark":  # which queries Spark runs, and why not
+            from cq_service.batch.streaming_cli import validate_runner
+
+            lines, ok = validate_runner(compiled.spec)
+            for line in lines:
+                typer.echo(line)
+            if not ok:
+                bad = True
+                continue
         typer.echo(f"{f}: ok")
     raise typer.Exit(2 if bad else 0)
 
@@ -113,6 +122,9 @@ def run(
     except (OSError, ValueError, AdjustmentError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
+    if compiled.spec.resources.runner == "spark":
+        _run_on_spark(file, compiled.spec)
+        return
     try:
         report = run_pipeline(
             compiled, policy=policy, latency_bound=bound, batch_rows=batch_rows, adjustments=log
@@ -422,6 +434,26 @@ def bench_costmodel(
     typer.echo(json.dumps(data, default=str) if json_output else report)
 
 
+@bench_app.command("backfill")
+def bench_backfill(
+    events: int = typer.Option(1_000_000, help="NEXMark events to generate"),
+    repeat: int = typer.Option(3, help="runs per query and engine; the median counts"),
+    queries: str = typer.Option("q1,q8,q5,q7", help="comma-separated"),
+    partitions: int | None = typer.Option(None, help="Spark partitions (default: cores)"),
+    out: Path = typer.Option(Path("benchmarks/results"), help="where backfill.txt goes"),
+) -> None:
+    """Backfill throughput (events/s) against `cq run` over the same history, both paths."""
+    import os
+
+    from cq_service.bench import backfill
+
+    rows = backfill.run(events, repeat, tuple(queries.split(",")), partitions)
+    report = backfill.text(rows, events, repeat, partitions or os.cpu_count() or 1)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "backfill.txt").write_text(report + "\n")
+    typer.echo(report)
+
+
 app.add_typer(catalog_app, name="catalog")
 app.add_typer(relation_app, name="relation")
 
@@ -431,6 +463,27 @@ def _memory_gib() -> int:
         if line.startswith("MemTotal:"):
             return round(int(line.split()[1]) / 2**20)
     return 0
+
+
+def _run_on_spark(file: Path, spec) -> None:
+    """`cq run` of a runner-spark pipeline (docs/spark-runner.md)."""
+    from cq_service.batch.streaming import check
+    from cq_service.batch.streaming_cli import print_report, run_on_spark
+
+    problems = check(spec)
+    if problems:
+        for p in problems:
+            typer.echo(p.render())
+        raise typer.Exit(2)
+    try:
+        report = run_on_spark(spec)
+    except CQError as e:
+        typer.echo(f"error: {e.render()}", err=True)
+        raise typer.Exit(1) from None
+    except Exception:  # the command's boundary: report, never hide
+        typer.echo(f"internal error while running {file}:\n{traceback.format_exc()}", err=True)
+        raise typer.Exit(1) from None
+    print_report(report)
 
 
 def _service_commands() -> None:
@@ -459,6 +512,15 @@ def _backfill_command() -> None:
 
 
 _backfill_command()
+
+
+def _spark_submit_command() -> None:
+    from cq_service.batch.streaming_cli import spark_submit
+
+    app.command("spark-submit")(spark_submit)
+
+
+_spark_submit_command()
 
 
 def main() -> None:

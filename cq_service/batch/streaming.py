@@ -1,0 +1,686 @@
+"""The Spark runner: a pipeline's key-partitionable queries as one Spark Structured Streaming job
+from Kafka to the queries' sinks, with results equal to the embedded engine's.
+
+    problems = check(spec)                      # [] when every query can run on Spark
+    job = StreamingJob(spec, spark, checkpoint)  # one job for the whole pipeline
+    report = job.run(available_now=True, final=True)
+
+Spark reads every stream's Kafka topic; `foreachBatch` hands each micro-batch (the new Kafka
+messages) to `StreamingJob.batch`, which, on Spark:
+
+1. decodes the messages with the project's own `MessageDecoder` in `mapInArrow` (one task per
+   Kafka partition, in offset order) and decides which elements are late exactly as the
+   embedded engine's `Reorderer` does for a partitioned source: an element is late when its
+   timestamp is more than `max_delay` before the latest timestamp seen before it in its Kafka
+   partition, or below a heartbeat an earlier record of that partition promised, or at or below
+   the stream's heartbeat already released. Malformed messages go to the source's dead-letter
+   topic (with the reason in headers, as `KafkaReader` sends them) and, like late elements under
+   ``late: dead_letter``, to the pipeline's dead-letter sink; every one is counted.
+2. advances each stream's heartbeat (``min`` over its partitions of latest − max_delay − 1, or a
+   promised heartbeat − 1) and each query's (the smallest of its streams'), kept on the driver.
+3. for each query whose heartbeat W moved past the last instant it emitted (E), runs the
+   engine (`engine_in_spark`) over the query's *retained* elements plus the new ones up to W,
+   hashed on the key `partitioning.analyze` chose, one engine per Spark partition; the engine
+   ends at W and results in (E, W] are kept. The retained elements are those with timestamps
+   >= W − `history_reach` (everything when the reach is unbounded), so the delta at E + 1 is
+   computed from a complete R(E): exact by construction, as backfill is. Keys with no new
+   element are replayed too, so a window's expiry is emitted without new arrivals.
+4. writes the results to the query's sink in `cq run`'s canonical order (non-decreasing
+   ``_ts``; within one ``_ts`` retractions first), flushes, then commits the batch: the
+   retained elements as Parquet under the checkpoint, the clocks as one JSON file.
+
+Spark's own checkpoint keeps the Kafka offsets; a batch Spark replays after a crash that was
+already committed here is skipped, one that was not is redone (its results may then be written
+twice: at-least-once, like the worker). `run(final=True)` (what `cq run` does) ends, once the
+available input is processed, with the final heartbeat at the largest timestamp seen — the
+embedded `cq run`'s end of input — so its output equals `cq run`'s on the embedded engine.
+docs/spark-runner.md explains the choices (why not Spark's watermark and state store).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cq_service.batch import engine_in_spark as eis
+from cq_service.batch.partitioning import KEY, Partitioning, analyze
+from cq_service.compiler import compile_pipeline, subset
+from cq_service.engine.batch import Batch
+from cq_service.engine.consolidate import canonical_order
+from cq_service.errors import CQError, Span
+from cq_service.io.base import DeadRecord, LateElement, json_safe
+from cq_service.io.kafka import KafkaWriter, MessageDecoder, Messages, bootstrap_servers
+from cq_service.spec.model import PipelineSpec, QuerySpec
+from cq_service.types import DataType, arrow_type
+
+__all__ = [
+    "NONE",
+    "Problem",
+    "StreamingError",
+    "StreamingJob",
+    "StreamingReport",
+    "check",
+    "describe",
+    "spark_session",
+    "supported",
+]
+
+NONE = int(np.iinfo(np.int64).min)
+ELEMENT, MALFORMED, LATE, SUMMARY = 0, 1, 2, 3
+_STATE_FILE = "cq-state.json"
+
+_SPARK_TYPES = {
+    DataType.INT: "bigint",
+    DataType.FLOAT: "double",
+    DataType.STRING: "string",
+    DataType.BOOL: "boolean",
+    DataType.TIMESTAMP: "bigint",
+    DataType.NULL: "string",
+}
+
+
+class StreamingError(CQError):
+    """A pipeline the Spark runner cannot run, or a job that failed."""
+
+
+# -- what the runner supports -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why the Spark runner cannot run `query`, located at the query in the pipeline file."""
+
+    query: str
+    reason: str
+    span: Span
+
+    def render(self) -> str:
+        return f"{self.span.file}:{self.span.line}:{self.span.col}: {self.query}: {self.reason}"
+
+
+def _stream_problem(spec: PipelineSpec, name: str) -> str | None:
+    if name in spec.relations:
+        r = spec.relations[name]
+        if r.source.type != "file":
+            return (f"relation {name} is read from {r.source.type}; the spark runner "
+                    "broadcasts stored relations from files only")
+        return None
+    s = spec.streams[name]
+    if s.source.type != "kafka":
+        return f"stream {name} is read from {s.source.type}, not Kafka"
+    if s.timestamp is None:
+        return (f"stream {name} has no timestamp field: arrival order across Kafka partitions "
+                "is not reproducible on Spark")
+    return None
+
+
+def supported(spec: PipelineSpec, query: str) -> tuple[Partitioning | None, str | None]:
+    """The partitioning `query` runs with on Spark, or None and the one-line reason why not."""
+    try:
+        compiled = compile_pipeline(subset(spec, [query]))
+    except CQError as e:
+        return None, e.message
+    bound = next(q for q in compiled.queries if q.name == query)
+    part = analyze(bound)
+    if part.path != KEY:
+        return None, f"not partitionable by a key ({part.reason})"
+    for name in (*part.streams, *part.relations):
+        why = _stream_problem(compiled.spec, name)
+        if why:
+            return None, why
+    if not part.streams:
+        return None, "the query reads no stream"
+    return part, None
+
+
+def _span(q: QuerySpec) -> Span:
+    line, col = q.position_of(0)
+    return Span(line, col, file=q.span.file)
+
+
+def check(spec: PipelineSpec) -> list[Problem]:
+    """Why each query with a sink cannot run on the Spark runner (empty: all can)."""
+    problems = []
+    for name, q in spec.queries.items():
+        if q.sink is None:
+            continue  # a view runs inside the queries that read it
+        _, why = supported(spec, name)
+        if why:
+            problems.append(Problem(name, why, _span(q)))
+    return problems
+
+
+def describe(spec: PipelineSpec) -> list[str]:
+    """One line per query with a sink: how the Spark runner runs it, or why it cannot."""
+    lines = []
+    for name, q in spec.queries.items():
+        if q.sink is None:
+            continue
+        part, why = supported(spec, name)
+        if part is None:
+            lines.append(Problem(name, f"unsupported by runner spark: {why}", _span(q)).render())
+        else:
+            reach = "whole history kept" if part.reach is None else f"reach {part.reach}"
+            lines.append(f"{name}: runner spark: {part.describe()} ({reach})")
+    return lines
+
+
+def spark_session(master: str | None = None, partitions: int = 2) -> Any:
+    """The runner's SparkSession (`batch.spark.session`, with the Kafka connector's jars)."""
+    from cq_service.batch.spark import session
+
+    return session(
+        master=master or f"local[{partitions}]",
+        app_name="cq-spark-runner",
+        conf={"spark.sql.shuffle.partitions": partitions,
+              "spark.sql.execution.arrow.maxRecordsPerBatch": 65_536},
+        kafka=True,
+    )
+
+
+# -- decoding, on Spark -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _StreamInfo:
+    index: int
+    name: str
+    topic: str
+    max_delay: int
+    late: str
+    heartbeat: tuple[int, int] | None  # (schema column, offset)
+
+
+def _element_ddl(spec: PipelineSpec, streams: tuple[str, ...]) -> str:
+    cols = ["_kind tinyint", "_src int", "_partition int", "_offset bigint", "_ts bigint",
+            "_promise bigint", "_reason string", "_raw binary", "_mkey binary"]
+    for i, name in enumerate(streams):
+        cols += [f"{eis.stream_column(i, j)} {_SPARK_TYPES[f.type]}"
+                 for j, f in enumerate(spec.streams[name].schema)]
+    return ", ".join(cols)
+
+
+def _element_schema(spec: PipelineSpec, streams: tuple[str, ...]) -> pa.Schema:
+    fields = [pa.field("_kind", pa.int8()), pa.field("_src", pa.int32()),
+              pa.field("_partition", pa.int32()), pa.field("_offset", pa.int64()),
+              pa.field("_ts", pa.int64()), pa.field("_promise", pa.int64()),
+              pa.field("_reason", pa.string()), pa.field("_raw", pa.binary()),
+              pa.field("_mkey", pa.binary())]
+    for i, name in enumerate(streams):
+        fields += [pa.field(eis.stream_column(i, j), arrow_type(f.type))
+                   for j, f in enumerate(spec.streams[name].schema)]
+    return pa.schema(fields)
+
+
+def _decoder(spec: PipelineSpec, streams: tuple[str, ...], clocks: dict) -> Callable:
+    """The `mapInArrow` function: Kafka rows (topic, partition, offset, key, value, timestamp)
+    of whole partitions -> element, malformed, late and summary rows (see `_element_schema`)."""
+    payload = pickle.dumps((spec, streams, clocks))
+
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        spec_, names, clocks_ = pickle.loads(payload)
+        schema = _element_schema(spec_, names)
+        batches = list(batches)
+        if not batches:
+            return
+        rows = pa.Table.from_batches(batches)
+        if rows.num_rows == 0:
+            return
+        topics = rows.column("topic").to_pylist()
+        parts = rows.column("partition").to_numpy()
+        for i, name in enumerate(names):
+            stream = spec_.streams[name]
+            mine = np.flatnonzero(np.asarray([t == stream.source.options["topic"]
+                                              for t in topics]))
+            for p in np.unique(parts[mine]).tolist():
+                idx = mine[parts[mine] == p]
+                sub = rows.take(pa.array(idx))
+                order = pc.sort_indices(sub, sort_keys=[("offset", "ascending")])
+                sub = sub.take(order)
+                out = _decode_partition(spec_, i, stream, int(p), sub, clocks_[name], schema)
+                yield from out.to_batches()
+
+    return run
+
+
+def _decode_partition(spec: PipelineSpec, i: int, stream: Any, p: int, sub: pa.Table,
+                      clock: dict, schema: pa.Schema) -> pa.Table:
+    """One Kafka partition's new messages of stream `i` (offset order) as output rows."""
+    decoder = MessageDecoder(stream, spec.time_unit)
+    offsets = sub.column("offset").to_numpy().astype(np.int64)
+    messages = Messages.of(
+        [p] * sub.num_rows, offsets.tolist(), sub.column("key").to_pylist(),
+        sub.column("value").to_pylist(),
+        _kafka_ms(sub.column("timestamp")),
+    )
+    chunk, dead = decoder.decode(messages, offsets)
+    n = len(chunk.ts)
+    ts = np.asarray(chunk.ts, dtype=np.int64)
+    # The Reorderer's rules, per partition in offset order (engine/reorder.py).
+    prev_max = int(clock["latest"].get(str(p), NONE))
+    prev_promise = int(clock["promised"].get(str(p), NONE))
+    passed = int(clock["passed"])
+    promises = np.full(n, NONE, dtype=np.int64)
+    if stream.heartbeat is not None and n:
+        names = [f.name for f in stream.schema]
+        col = chunk.columns[names.index(stream.heartbeat[0])]
+        values = np.asarray(pc.fill_null(col.cast(pa.int64()), NONE).to_numpy(), dtype=np.int64)
+        promises = np.where(values == NONE, NONE, values + stream.heartbeat[1])
+    before = np.empty(n, dtype=np.int64)
+    promised = np.empty(n, dtype=np.int64)
+    if n:
+        before[0], promised[0] = prev_max, prev_promise
+        before[1:] = np.maximum(np.maximum.accumulate(ts)[:-1], prev_max)
+        promised[1:] = np.maximum(np.maximum.accumulate(promises)[:-1], prev_promise)
+    late = ts < promised
+    known = before != NONE
+    late[known] |= ts[known] < before[known] - stream.max_delay
+    if passed != NONE:
+        late |= ts <= passed
+    reasons = [None] * n
+    for k in np.flatnonzero(late).tolist():
+        t, m, q = int(ts[k]), int(before[k]), int(promised[k])
+        if t < q:
+            reasons[k] = (f"late: timestamp {t} is below {q}, the heartbeat an earlier record "
+                          "promised (heartbeat field + offset)")
+        elif m != NONE and t < m - stream.max_delay:
+            reasons[k] = (f"late: timestamp {t} is more than max_delay {stream.max_delay} "
+                          f"before the latest timestamp seen in partition {p} ({m})")
+        else:
+            reasons[k] = (f"late: timestamp {t} is at or below {passed}, the stream's heartbeat "
+                          "already passed")
+    kinds = np.where(late, LATE, ELEMENT).astype(np.int8)
+    raw_by_offset = dict(zip(offsets.tolist(), sub.column("value").to_pylist(), strict=True))
+    key_by_offset = dict(zip(offsets.tolist(), sub.column("key").to_pylist(), strict=True))
+    part_elems = {
+        "_kind": pa.array(kinds), "_src": pa.array(np.full(n, i, np.int32)),
+        "_partition": pa.array(np.full(n, p, np.int32)),
+        "_offset": pa.array(np.asarray(chunk.record, dtype=np.int64)),
+        "_ts": pa.array(ts), "_promise": pa.array(promises),
+        "_reason": pa.array(reasons, pa.string()),
+    }
+    for j in range(len(stream.schema)):
+        part_elems[eis.stream_column(i, j)] = chunk.columns[j]
+    tables = [_fill(part_elems, n, schema)]
+    if dead:
+        # `dead[k].record` is the message's index among these messages.
+        m = len(dead)
+        dead_offsets = [int(offsets[d.record]) for d in dead]
+        tables.append(_fill({
+            "_kind": pa.array(np.full(m, MALFORMED, np.int8)),
+            "_src": pa.array(np.full(m, i, np.int32)),
+            "_partition": pa.array(np.full(m, p, np.int32)),
+            "_offset": pa.array(dead_offsets, pa.int64()),
+            "_reason": pa.array([d.reason for d in dead], pa.string()),
+            "_raw": pa.array([raw_by_offset[o] for o in dead_offsets], pa.binary()),
+            "_mkey": pa.array([key_by_offset[o] for o in dead_offsets], pa.binary()),
+        }, m, schema))
+    top = int(ts.max()) if n else NONE
+    top_promise = int(promises.max()) if n else NONE
+    tables.append(_fill({
+        "_kind": pa.array([SUMMARY], pa.int8()), "_src": pa.array([i], pa.int32()),
+        "_partition": pa.array([p], pa.int32()),
+        "_offset": pa.array([int(offsets.max())], pa.int64()),
+        "_ts": pa.array([top], pa.int64()), "_promise": pa.array([top_promise], pa.int64()),
+    }, 1, schema))
+    return pa.concat_tables(tables)
+
+
+def _kafka_ms(column: pa.ChunkedArray) -> list[int]:
+    """Kafka message timestamps (Spark timestamps) as ms since the epoch, -1 when none."""
+    us = column.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
+    return [-1 if v is None else v // 1000 for v in us.to_pylist()]
+
+
+def _fill(columns: dict[str, pa.Array], n: int, schema: pa.Schema) -> pa.Table:
+    arrays = [
+        columns[f.name].cast(f.type) if f.name in columns else pa.nulls(n, f.type)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+# -- the job ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _QueryRun:
+    name: str
+    part: Partitioning
+    streams: tuple[int, ...]  # indexes into the job's streams
+    columns: tuple[str, ...]
+    types: tuple[DataType, ...]
+    relations: dict[str, bytes]
+    sink: Any = None
+
+
+@dataclass
+class StreamingReport:
+    """What a run did: batches, elements per stream, late and malformed counts, results per
+    query, and the heartbeat each query ended at."""
+
+    batches: int = 0
+    elements: dict[str, int] = field(default_factory=dict)
+    late: dict[str, int] = field(default_factory=dict)
+    malformed: dict[str, int] = field(default_factory=dict)
+    results: dict[str, int] = field(default_factory=dict)
+    ended_at: dict[str, int | None] = field(default_factory=dict)
+    dead_letters: int = 0
+
+
+class StreamingJob:
+    """The pipeline's queries on Spark Structured Streaming (see the module docstring)."""
+
+    def __init__(self, spec: PipelineSpec, spark: Any, checkpoint: str | Path,
+                 partitions: int | None = None):
+        problems = check(spec)
+        if problems:
+            raise StreamingError("; ".join(p.render() for p in problems))
+        self.spec, self.spark = spec, spark
+        self.checkpoint = Path(checkpoint)
+        self.checkpoint.mkdir(parents=True, exist_ok=True)
+        self.partitions = partitions or spark.sparkContext.defaultParallelism
+        self.report = StreamingReport()
+        self.queries: list[_QueryRun] = []
+        names: list[str] = []
+        for q in spec.queries:
+            if spec.queries[q].sink is None:
+                continue
+            part, _ = supported(spec, q)
+            assert part is not None
+            for s in part.streams:
+                if s not in names:
+                    names.append(s)
+            self.queries.append(_QueryRun(q, part, (), (), (), {}))
+        self.streams = tuple(names)
+        for run in self.queries:
+            run.streams = tuple(self.streams.index(s) for s in run.part.streams)
+            run.columns, run.types = eis.result_schema(spec, run.name)
+        self.state = self._load_state()
+        self._dead_sink: Any = None
+        self._dead_topics: KafkaWriter | None = None
+
+    # state on the driver
+
+    def _load_state(self) -> dict:
+        path = self.checkpoint / _STATE_FILE
+        if path.exists():
+            return json.loads(path.read_text())
+        return {
+            "batch": -1,
+            "streams": {s: {"latest": {}, "promised": {}, "passed": NONE, "max_seen": NONE}
+                        for s in self.streams},
+            "queries": {q.name: {"emitted": NONE, "state": None} for q in self.queries},
+        }
+
+    def _commit(self) -> None:
+        path = self.checkpoint / _STATE_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.state, indent=1))
+        os.replace(tmp, path)
+
+    # running
+
+    def run(self, available_now: bool = True, final: bool = True,
+            processing_time: str | None = None, timeout: float | None = None) -> StreamingReport:
+        """Start the streaming query; with `available_now`, stop once the input available now
+        is processed, then (with `final`) end every query at the largest timestamp seen."""
+        from cq_service.io import open_sink
+        from cq_service.io.dead_letter import DeadLetterSink
+
+        for q in self.queries:
+            q.sink = open_sink(self.spec.queries[q.name].sink, list(q.columns), list(q.types))
+            q.relations = self._relations(q)
+        self._dead_sink = DeadLetterSink(self.spec.dead_letter)
+        try:
+            stream = self._reader().writeStream.foreachBatch(self.batch).option(
+                "checkpointLocation", str(self.checkpoint / "spark"))
+            if available_now:
+                stream = stream.trigger(availableNow=True)
+            elif processing_time:
+                stream = stream.trigger(processingTime=processing_time)
+            query = stream.start()
+            query.awaitTermination(timeout)
+            if query.exception() is not None:
+                raise StreamingError(f"the streaming query failed: {query.exception()}")
+            if query.isActive:
+                query.stop()
+            if final:
+                self.finish()
+        finally:
+            for q in self.queries:
+                if q.sink is not None:
+                    q.sink.close()
+            self._dead_sink.close()
+            self.report.dead_letters = self._dead_sink.count
+            if self._dead_topics is not None:
+                self._dead_topics.close()
+        return self.report
+
+    def _relations(self, q: _QueryRun) -> dict[str, bytes]:
+        return {r: eis.to_ipc(eis.source_table(self.spec.relations[r], self.spec.time_unit))
+                for r in q.part.relations}
+
+    def _reader(self) -> Any:
+        topics = sorted({self.spec.streams[s].source.options["topic"] for s in self.streams})
+        servers = set()
+        for s in self.streams:
+            servers.update(bootstrap_servers(
+                self.spec.streams[s].source.options.get("bootstrap_servers")))
+        starts = {self.spec.streams[s].source.options.get("start", "earliest")
+                  for s in self.streams}
+        return (self.spark.readStream.format("kafka")
+                .option("kafka.bootstrap.servers", ",".join(sorted(servers)))
+                .option("subscribe", ",".join(topics))
+                .option("startingOffsets", "latest" if starts == {"latest"} else "earliest")
+                .load())
+
+    def batch(self, df: Any, batch_id: int) -> None:
+        """One micro-batch (the foreachBatch function; see the module docstring)."""
+        if batch_id <= self.state["batch"]:
+            return  # committed before a restart: Spark replays it, we already did it
+        decoded = self._decode(df)
+        decoded.persist()
+        try:
+            side = decoded.where("_kind <> 0").toArrow()
+            self._account(side)
+            for q in self.queries:
+                self._advance(q, decoded, self._heartbeat(q))
+            self._dead_sink.flush()
+            if self._dead_topics is not None:
+                self._dead_topics.flush()
+        finally:
+            decoded.unpersist()
+        self.state["batch"] = batch_id
+        self._commit()
+        self._drop_old_states()
+        self.report.batches += 1
+
+    def finish(self) -> None:
+        """The end of input: every query's final heartbeat at the largest timestamp any of the
+        job's streams saw (the embedded `cq run`'s end), and every stream's heartbeat with it."""
+        seen = [s["max_seen"] for s in self.state["streams"].values() if s["max_seen"] != NONE]
+        if not seen:
+            return
+        end = max(seen)
+        empty = self.spark.createDataFrame([], _element_ddl(self.spec, self.streams))
+        for q in self.queries:
+            self._advance(q, empty, end)
+        for s in self.state["streams"].values():
+            s["passed"] = max(s["passed"], end)
+        self._commit()
+        self._drop_old_states()
+
+    def _decode(self, df: Any) -> Any:
+        rows = df.select("topic", "partition", "offset", "key", "value", "timestamp")
+        rows = rows.repartition("topic", "partition")
+        clocks = {s: self.state["streams"][s] for s in self.streams}
+        return rows.mapInArrow(_decoder(self.spec, self.streams, clocks),
+                               _element_ddl(self.spec, self.streams))
+
+    def _account(self, side: pa.Table) -> None:
+        """Count and dead-letter the malformed and late rows; move the streams' clocks."""
+        kinds = side.column("_kind").to_numpy()
+        srcs = side.column("_src").to_numpy()
+        for i, name in enumerate(self.streams):
+            stream = self.spec.streams[name]
+            mine = srcs == i
+            clock = self.state["streams"][name]
+            summary = side.filter(pa.array(mine & (kinds == SUMMARY)))
+            for row in summary.select(["_partition", "_ts", "_promise"]).to_pylist():
+                p = str(row["_partition"])
+                if row["_ts"] is not None and row["_ts"] != NONE:
+                    clock["latest"][p] = max(clock["latest"].get(p, NONE), row["_ts"])
+                    clock["max_seen"] = max(clock["max_seen"], row["_ts"])
+                if row["_promise"] is not None and row["_promise"] != NONE:
+                    clock["promised"][p] = max(clock["promised"].get(p, NONE), row["_promise"])
+            bad = side.filter(pa.array(mine & (kinds == MALFORMED)))
+            late = side.filter(pa.array(mine & (kinds == LATE)))
+            self.report.malformed[name] = self.report.malformed.get(name, 0) + bad.num_rows
+            self.report.late[name] = self.report.late.get(name, 0) + late.num_rows
+            self._dead_letter(name, bad)
+            if stream.late == "dead_letter" and late.num_rows:
+                cols = [f.name for f in stream.schema]
+                data = late.select([eis.stream_column(i, j) for j in range(len(cols))])
+                self._dead_sink.write(
+                    LateElement(name, int(t), dict(zip(cols, json_safe(list(r.values())))), why)
+                    for t, r, why in zip(late.column("_ts").to_pylist(), data.to_pylist(),
+                                         late.column("_reason").to_pylist())
+                )
+            # The stream's heartbeat: the slowest partition's bound, or a promise.
+            bounds = [m - stream.max_delay - 1 for m in clock["latest"].values()]
+            skew = min(bounds) if bounds else NONE
+            promises = list(clock["promised"].values())
+            promise = max(promises) - 1 if promises else NONE
+            clock["passed"] = max(clock["passed"], skew, promise)
+
+    def _dead_letter(self, name: str, bad: pa.Table) -> None:
+        if not bad.num_rows:
+            return
+        stream = self.spec.streams[name]
+        opts = stream.source.options
+        topic = opts["topic"]
+        dlq = opts.get("dead_letter_topic") or f"{topic}.dlq"
+        if self._dead_topics is None:
+            self._dead_topics = KafkaWriter(bootstrap_servers(opts.get("bootstrap_servers")),
+                                            error=StreamingError, span=stream.span)
+        records = []
+        for row in bad.select(["_partition", "_offset", "_reason", "_raw", "_mkey"]).to_pylist():
+            headers = [
+                ("cq.reason", row["_reason"].encode("utf-8")),
+                ("cq.stream", name.encode("utf-8")),
+                ("cq.source.topic", topic.encode("utf-8")),
+                ("cq.source.partition", str(row["_partition"]).encode()),
+                ("cq.source.offset", str(row["_offset"]).encode()),
+            ]
+            self._dead_topics.send(dlq, row["_raw"], row["_mkey"], headers)
+            raw = "" if row["_raw"] is None else row["_raw"].decode("utf-8", errors="replace")
+            records.append(DeadRecord(name, f"kafka:{topic}/{row['_partition']}",
+                                      int(row["_offset"]), row["_reason"], raw))
+        self._dead_sink.write(records)
+
+    def _heartbeat(self, q: _QueryRun) -> int:
+        """The query's heartbeat: the slowest of its streams'."""
+        return min(self.state["streams"][self.streams[i]]["passed"] for i in q.streams)
+
+    # the engine pass
+
+    def _advance(self, q: _QueryRun, decoded: Any, beat: int) -> None:
+        """Feed `q`'s new elements; emit its results in (emitted, beat]; keep what is in reach."""
+        from pyspark.sql import functions as F
+
+        qs = self.state["queries"][q.name]
+        emitted = qs["emitted"]
+        new = decoded.where(F.col("_kind") == ELEMENT).where(
+            F.col("_src").isin(list(q.streams)))
+        cols = ["_ts", "_partition", "_offset", "_src"]
+        for i in q.streams:
+            width = len(self.spec.streams[self.streams[i]].schema)
+            cols += [eis.stream_column(i, j) for j in range(width)]
+        cols = list(dict.fromkeys(cols))
+        rows = new.select(*cols)
+        if qs["state"] is not None:
+            rows = self.spark.read.parquet(qs["state"]).select(*cols).unionByName(rows)
+        moved = beat != NONE and beat > emitted
+        if moved:
+            self._emit(q, rows, emitted, beat)
+            qs["emitted"] = beat
+        horizon = qs["emitted"]
+        keep = rows
+        if q.part.reach is not None and horizon != NONE:
+            keep = rows.where(F.col("_ts") >= horizon - q.part.reach)
+        qs["version"] = qs.get("version", 0) + 1
+        path = self.checkpoint / "state" / q.name / f"v{qs['version']}"
+        if path.exists():
+            shutil.rmtree(path)  # a version written by a batch that was never committed
+        keep.write.parquet(str(path))
+        qs["state"] = str(path)
+
+    def _emit(self, q: _QueryRun, rows: Any, emitted: int, beat: int) -> None:
+        from pyspark.sql import functions as F
+
+        # The engine sees the query's streams in `q.part.streams` order: renumber _src and the
+        # side-by-side columns to that order.
+        renamed = [F.col("_ts"), F.col("_partition"), F.col("_offset")]
+        src = F.lit(-1)
+        for local, i in enumerate(q.streams):
+            src = F.when(F.col("_src") == i, F.lit(local)).otherwise(src)
+            width = len(self.spec.streams[self.streams[i]].schema)
+            renamed += [F.col(eis.stream_column(i, j)).alias(eis.stream_column(local, j))
+                        for j in range(width)]
+        bucket = F.lit(0)
+        for i in q.streams:
+            key = q.part.keys.get(self.streams[i])
+            h = (F.xxhash64("_partition", "_offset") if key is None else
+                 F.xxhash64(F.col(eis.stream_column(i, self._column(i, key)))))
+            bucket = F.when(F.col("_src") == i, F.pmod(h, F.lit(self.partitions))).otherwise(
+                bucket)
+        feed = rows.where(F.col("_ts") <= beat).select(
+            *renamed, src.alias("_src"), bucket.alias("_part"))
+        feed = feed.repartition(self.partitions, "_part").sortWithinPartitions(
+            "_ts", "_src", "_partition", "_offset")
+        task = eis.EngineTask(self.spec, q.name, q.part.streams,
+                              emitted + 1 if emitted != NONE else NONE, beat, q.relations)
+        ddl = ", ".join(["_ts bigint", "_op tinyint"]
+                        + [f"c{k} {_SPARK_TYPES[t]}" for k, t in enumerate(q.types)])
+        table = feed.mapInArrow(eis.partition_runner(task.pickled()), ddl).toArrow()
+        if table.num_rows:
+            table = table.filter(pc.less_equal(table.column("_ts"), beat))
+        self._write(q, table)
+        self.report.ended_at[q.name] = beat
+
+    def _column(self, i: int, name: str) -> int:
+        return [f.name for f in self.spec.streams[self.streams[i]].schema].index(name)
+
+    def _write(self, q: _QueryRun, table: pa.Table) -> None:
+        if not table.num_rows:
+            return
+        width = len(q.types)
+        batch = canonical_order(Batch(
+            tuple(table.column(f"c{k}").combine_chunks() for k in range(width)),
+            table.column("_ts").to_numpy().astype(np.int64),
+            table.column("_op").to_numpy().astype(np.int64),
+        ))
+        q.sink.write(batch.ts, batch.w.astype(np.int8), list(batch.columns))
+        q.sink.flush()
+        self.report.results[q.name] = self.report.results.get(q.name, 0) + len(batch.ts)
+
+    def _drop_old_states(self) -> None:
+        for q in self.queries:
+            folder = self.checkpoint / "state" / q.name
+            current = self.state["queries"][q.name]["state"]
+            if not folder.is_dir():
+                continue
+            for old in folder.iterdir():
+                if str(old) != current:
+                    shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,146 @@
+"""The Spark runner (`batch.streaming`) on local Spark and the real Kafka broker: its output
+equals `cq run`'s on the embedded engine over the same topics, element for element."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer
+
+from cq_service.batch.streaming import StreamingJob, check
+from cq_service.compiler import compile_pipeline
+from cq_service.io.kafka import API_VERSION
+from cq_service.runner import run_pipeline
+from cq_service.spec import load_pipeline_text
+from cq_service.spec.model import SinkSpec
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """A local SparkSession with the Kafka connector's jars (left running for later tests)."""
+    from cq_service.batch.streaming import spark_session
+
+    return spark_session("local[2]")
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes], partition: int = 0) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, api_version=API_VERSION, acks="all")
+    try:
+        for v in values:
+            producer.send(topic, value=v, partition=partition)
+        producer.flush()
+    finally:
+        producer.close()
+
+
+def consume(bootstrap: str, topic: str) -> list[bytes]:
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, api_version=API_VERSION,
+                             auto_offset_reset="earliest", consumer_timeout_ms=3000)
+    try:
+        return [m.value for m in consumer]
+    finally:
+        consumer.close()
+
+
+def with_file_sinks(spec, out: Path):
+    queries = {
+        n: dataclasses.replace(q, sink=SinkSpec("file", str(out / f"{n}.jsonl"), "jsonl"))
+        if q.sink else q
+        for n, q in spec.queries.items()
+    }
+    dead = SinkSpec("file", str(out / "dead.jsonl"), "jsonl")
+    return dataclasses.replace(spec, queries=queries, dead_letter=dead)
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def embedded(spec, out: Path) -> dict[str, list[str]]:
+    spec = with_file_sinks(spec, out)
+    run_pipeline(compile_pipeline(spec))
+    return {n: lines(out / f"{n}.jsonl") for n, q in spec.queries.items() if q.sink}
+
+
+def on_spark(spec, spark, out: Path, checkpoint: Path):
+    spec = with_file_sinks(spec, out)
+    report = StreamingJob(spec, spark, checkpoint).run(available_now=True, final=True)
+    return {n: lines(out / f"{n}.jsonl") for n, q in spec.queries.items() if q.sink}, report
+
+
+def assert_same(expected: list[str], got: list[str]) -> None:
+    """Per-_ts bags equal, lines in non-decreasing _ts."""
+    ts = [json.loads(line)["_ts"] for line in got]
+    assert ts == sorted(ts)
+    def bags(ls):
+        out: dict[int, Counter] = {}
+        for line in ls:
+            out.setdefault(json.loads(line)["_ts"], Counter())[line] += 1
+        return out
+    assert bags(got) == bags(expected)
+
+
+SALES = """\
+version: 1
+name: sales
+time_unit: ms
+streams:
+  Sales:
+    schema: {{id: int, city: string, amount: float, ts: int}}
+    timestamp: ts
+    max_delay: 10
+    late: dead_letter
+    source: {{type: kafka, topic: {topic}, bootstrap_servers: '{bootstrap}'}}
+queries:
+  per_city:
+    cql: SELECT city, COUNT(*) AS n, SUM(amount) AS total FROM Sales [Range 100] GROUP BY city
+    sink: {{type: file, path: out/per_city.jsonl}}
+  big:
+    cql: SELECT Rstream(id, amount) FROM Sales [Now] WHERE amount > 3
+    sink: {{type: file, path: out/big.jsonl}}
+"""
+
+
+def sale(i: int, ts: int) -> bytes:
+    return json.dumps({"id": i, "city": f"c{i % 3}", "amount": i / 2, "ts": ts}).encode()
+
+
+def test_grouped_window_late_malformed_and_expiries(spark, kafka_bootstrap, new_topic, tmp_path):
+    topic = new_topic()
+    spec = load_pipeline_text(SALES.format(topic=topic, bootstrap=kafka_bootstrap),
+                              tmp_path / "p.yaml")
+    assert check(spec) == []
+    first = [sale(i, 10 * i) for i in range(30)] + [b"{not json", sale(99, 5)]  # late: 5 < 290-10
+    produce(kafka_bootstrap, topic, first)
+    # Two runs on one checkpoint: the second sees only the new messages, and its first results
+    # include the first run's windows expiring (no arrival for a city in (290, 700]).
+    ckpt = tmp_path / "ckpt"
+    job_spec = with_file_sinks(spec, tmp_path / "spark")
+    job = StreamingJob(job_spec, spark, ckpt)
+    report = job.run(available_now=True, final=False)
+    assert report.late == {"Sales": 1} and report.malformed == {"Sales": 1}
+    assert report.ended_at["per_city"] == 290 - 10 - 1
+    dlq = consume(kafka_bootstrap, f"{topic}.dlq")
+    assert dlq == [b"{not json"]  # with the reason in headers, as the KafkaReader sends it
+    expected = embedded(spec, tmp_path / "emb1")
+    got1 = {n: lines(tmp_path / "spark" / f"{n}.jsonl") for n in ("per_city", "big")}
+    for n in got1:
+        assert_same([x for x in expected[n] if json.loads(x)["_ts"] <= 279], got1[n])
+    dead = [json.loads(x) for x in lines(tmp_path / "spark" / "dead.jsonl")]
+    assert {d["reason"].split(":")[0] for d in dead} >= {"late"} and len(dead) == 2
+
+    # More input on the same checkpoint: one city gets no arrival, its window expires anyway;
+    # then the final heartbeat at the largest timestamp: all equals the embedded cq run.
+    produce(kafka_bootstrap, topic, [sale(3 * i, 700 + i) for i in range(5)] + [sale(7, 270)])
+    report = StreamingJob(job_spec, spark, ckpt).run(available_now=True, final=True)
+    assert report.late == {"Sales": 1}  # 270 <= the heartbeat 279 already passed
+    expected = embedded(spec, tmp_path / "emb2")
+    for n in ("per_city", "big"):
+        # A file sink is rewritten by each run: the two runs' outputs follow each other.
+        assert_same(expected[n], got1[n] + lines(tmp_path / "spark" / f"{n}.jsonl"))
+    expiries = [json.loads(x) for x in expected["per_city"]]
+    assert any(e["_op"] == "-" and 290 < e["_ts"] < 700 for e in expiries)
