@@ -1,0 +1,66 @@
+"""`cq validate` on runner-spark pipelines: per query, supported or why not (no Spark needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from cq_service.cli import app
+
+PIPELINE = """\
+version: 1
+name: p
+time_unit: ms
+streams:
+  S:
+    schema: {{k: int, v: int, ts: int}}
+    timestamp: ts
+    source: {{type: kafka, topic: s}}
+queries:
+  per_key:
+    cql: SELECT k, SUM(v) AS total FROM S [Range 10] GROUP BY k
+    sink: {{type: kafka, topic: out}}
+{extra}resources: {{runner: spark}}
+"""
+
+GLOBAL = """\
+  everything:
+    cql: SELECT COUNT(*) AS n FROM S [Range 10]
+    sink: {type: kafka, topic: out2}
+"""
+
+
+def _validate(tmp_path: Path, text: str):
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    return CliRunner().invoke(app, ["validate", str(path)]), path
+
+
+def test_a_supported_pipeline_is_valid_and_says_how(tmp_path):
+    result, path = _validate(tmp_path, PIPELINE.format(extra=""))
+    assert result.exit_code == 0, result.output
+    assert "per_key: runner spark: key-partitioned path (S by k)" in result.output
+    assert f"{path}: ok" in result.output
+
+
+def test_an_unsupported_query_is_reported_at_its_position(tmp_path):
+    result, path = _validate(tmp_path, PIPELINE.format(extra=GLOBAL))
+    assert result.exit_code == 2
+    line = next(x for x in result.output.splitlines() if "everything" in x)
+    assert line.startswith(f"{path}:14:10: everything: unsupported by runner spark: ")
+    assert "global aggregate" in line
+
+
+def test_a_file_stream_is_unsupported(tmp_path):
+    text = PIPELINE.format(extra="").replace("{type: kafka, topic: s}",
+                                             "{type: file, path: s.csv}")
+    (tmp_path / "s.csv").write_text("k,v,ts\n")
+    result, _ = _validate(tmp_path, text)
+    assert result.exit_code == 2 and "stream S is read from file, not Kafka" in result.output
+
+
+def test_the_embedded_runner_validates_as_before(tmp_path):
+    text = PIPELINE.format(extra=GLOBAL).replace("resources: {runner: spark}\n", "")
+    result, path = _validate(tmp_path, text)
+    assert result.exit_code == 0 and result.output.strip() == f"{path}: ok"
