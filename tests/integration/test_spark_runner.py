@@ -206,3 +206,72 @@ def test_nexmark_supported_queries_equal_cq_run(spark, kafka_bootstrap, new_topi
         assert_same(expected[n], got)
         assert report.results.get(n, 0) == len(expected[n])
     assert sum(len(expected[n]) for n in SUPPORTED) > 100
+
+
+# -- a random sample of the property tests' queries (those on the key path) --------------------
+
+
+def _on_kafka(spec, bootstrap: str, new_topic):
+    """`spec` with its file streams moved to Kafka topics (records in file order)."""
+    from cq_service.io import open_source
+    from cq_service.spec.model import SourceSpec
+
+    streams = {}
+    for name, s in spec.streams.items():
+        names = [f.name for f in s.schema]
+        values = []
+        with open_source(s, spec.time_unit, 65_536) as reader:
+            for chunk in reader:
+                cols = [c.to_pylist() for c in chunk.columns]
+                for row, ts in zip(zip(*cols), chunk.ts.tolist()):
+                    record = dict(zip(names, row))
+                    record[s.timestamp] = ts
+                    values.append(json.dumps(record).encode())
+        topic = new_topic()
+        produce(bootstrap, topic, values)
+        opts = {"topic": topic, "bootstrap_servers": bootstrap}
+        streams[name] = dataclasses.replace(s, source=SourceSpec("kafka", options=opts))
+    return dataclasses.replace(spec, streams=streams)
+
+
+def test_random_key_path_queries_equal_cq_run(spark, kafka_bootstrap, new_topic, tmp_path):
+    import os
+
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from cq_service.batch.streaming import supported
+    from cq_service.spec import load_pipeline
+    from tests.property import strategies as strat
+    from tests.property.harness import write_pipeline
+
+    families = (strat.window_queries, strat.join_queries, strat.aggregate_queries,
+                strat.r2s_queries, strat.view_pipelines)
+    checked = []
+
+    @settings(max_examples=int(os.environ.get("CQ_SPARK_RUNNER_EXAMPLES", "12")),
+              deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                     HealthCheck.filter_too_much])
+    @given(case=st.one_of(*(strat.cases(f) for f in families)))
+    def one(case) -> None:
+        d = tmp_path / f"case{len(checked)}-{os.urandom(4).hex()}"
+        spec = load_pipeline(write_pipeline(d, case.pipeline, case.data))
+        if any(s.timestamp is None or s.source.type != "file" for s in spec.streams.values()):
+            return
+        spec = _on_kafka(spec, kafka_bootstrap, new_topic)
+        keep = {n for n, q in spec.queries.items()
+                if q.sink is not None and supported(spec, n)[0] is not None}
+        if not keep:
+            return
+        spec = dataclasses.replace(spec, queries={
+            n: q for n, q in spec.queries.items() if n in keep or q.sink is None})
+        expected = embedded(spec, d / "emb")
+        got, _ = on_spark(spec, spark, d / "spark", d / "ckpt")
+        for n in keep:
+            assert_same(expected[n], got[n])
+        checked.append(sorted(keep))
+
+    one()
+    print("key-path queries checked:", checked)
+    assert checked, "no example had a query on the key path"
