@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 from cq_service.batch import engine_in_spark as eis
 from cq_service.batch.layout import archive_root, archive_schema, stream_dir
 from cq_service.batch.partitioning import KEY, Partitioning, analyze
+from cq_service.batch.spark import SPARK_TYPES
 from cq_service.compiler import compile_pipeline, subset
 from cq_service.engine.batch import Batch
 from cq_service.engine.consolidate import canonical_order
@@ -149,16 +150,6 @@ def spark_session(partitions: int | None = None, master: str | None = None) -> A
     )
 
 
-_SPARK_TYPES = {
-    DataType.INT: "bigint",
-    DataType.FLOAT: "double",
-    DataType.STRING: "string",
-    DataType.BOOL: "boolean",
-    DataType.TIMESTAMP: "bigint",
-    DataType.NULL: "string",
-}
-
-
 def run_backfill(
     plan: BackfillPlan,
     spark: Any,
@@ -185,7 +176,7 @@ def run_backfill(
     frames, inputs = _inputs(plan, spark, n_parts, progress)
     schema = ", ".join(
         ["_ts bigint", "_op tinyint"]
-        + [f"c{i} {_SPARK_TYPES[t]}" for i, t in enumerate(plan.types)]
+        + [f"c{i} {SPARK_TYPES[t]}" for i, t in enumerate(plan.types)]
     )
     rows = _union(frames, spark, plan)
     rows = rows.repartition(n_parts, "_part").sortWithinPartitions(
@@ -215,7 +206,7 @@ def _inputs(plan: BackfillPlan, spark: Any, n_parts: int, progress: bool) -> tup
         folder = stream_dir(plan.root, name)
         arrow_schema = archive_schema(s)
         ddl = ", ".join(
-            [f"`{f.name}` {_SPARK_TYPES[f.type]}" for f in s.schema]
+            [f"`{f.name}` {SPARK_TYPES[f.type]}" for f in s.schema]
             + ["_ts bigint", "_partition int", "_offset bigint"]
         )
         if folder.is_dir() and any(folder.rglob("*.parquet")):

@@ -42,7 +42,12 @@ def backfill(
     progress: bool = typer.Option(True, help="progress bars"),
 ) -> None:
     """Compute a query's results over the archived past on Spark, exactly as `cq run` would."""
-    from cq_service.batch.backfill import plan_backfill, run_backfill, spark_session
+    from cq_service.batch.backfill import (
+        BackfillError,
+        plan_backfill,
+        run_backfill,
+        spark_session,
+    )
     from cq_service.catalog.cli import _open
     from cq_service.spec import load_pipeline
 
@@ -67,6 +72,9 @@ def backfill(
         typer.echo(plan.describe())
         if explain:
             return
+        if (sink or handover) and spec.queries[query].sink is None:
+            raise BackfillError(f"{query} is a view: it has no sink to write or hand over "
+                                "(use --out DIR)")
         report = run_backfill(plan, spark_session(partitions, master), out=out, sink=sink,
                               partitions=partitions, progress=progress)
         read = sum(n for n in report.inputs.values() if n > 0)
@@ -78,7 +86,7 @@ def backfill(
             typer.echo(f"handover recorded: the worker emits {query}'s results after {plan.end}")
     except CQError as e:
         typer.echo(f"error: {e.render()}", err=True)
-        raise typer.Exit(2 if "BackfillError" in type(e).__name__ else 1) from None
+        raise typer.Exit(2 if isinstance(e, BackfillError) else 1) from None
     except Exception:  # the command's boundary: report, never hide
         typer.echo(f"internal error while backfilling {query}:\n{traceback.format_exc()}",
                    err=True)

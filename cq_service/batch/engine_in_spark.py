@@ -72,7 +72,7 @@ def stream_column(src: int, col: int) -> str:
 
 def result_schema(spec: PipelineSpec, query: str) -> tuple[tuple[str, ...], tuple[DataType, ...]]:
     """The result column names and types of `query`."""
-    compiled = compile_pipeline(_with_collecting_sinks(subset(spec, [query])))
+    compiled = compile_pipeline(_with_collecting_sinks(subset(spec, [query]), query))
     for s in compiled.plan.sinks:
         if s.query == query:
             return tuple(s.columns), tuple(s.types)
@@ -142,11 +142,13 @@ class _TableReader:
         return None
 
 
-def _with_collecting_sinks(spec: PipelineSpec) -> PipelineSpec:
-    """Every sink made a blackhole (the engine writes through our collector instead); canonical
-    order is only kept for sinks that are not blackholes, so use a file sink spec."""
+def _with_collecting_sinks(spec: PipelineSpec, target: str) -> PipelineSpec:
+    """Every sink, and `target`'s even when it is a view, made a file sink spec the engine
+    writes through our collector instead (canonical order is only kept for sinks that are not
+    blackholes)."""
     queries = {
-        n: replace(q, sink=SinkSpec("file", "unused.jsonl", "jsonl")) if q.sink else q
+        n: replace(q, sink=SinkSpec("file", "unused.jsonl", "jsonl"))
+        if q.sink or n == target else q
         for n, q in spec.queries.items()
     }
     return replace(spec, queries=queries)
@@ -154,7 +156,7 @@ def _with_collecting_sinks(spec: PipelineSpec) -> PipelineSpec:
 
 def run_engine(task: EngineTask, streams: dict[str, pa.Table]) -> pa.Table:
     """The query's result over these streams (and the task's relations); see the module doc."""
-    spec = _with_collecting_sinks(subset(task.spec, [task.query]))
+    spec = _with_collecting_sinks(subset(task.spec, [task.query]), task.query)
     compiled = compile_pipeline(spec)
     inputs = {**spec.streams, **spec.relations}
     readers, options = {}, {}

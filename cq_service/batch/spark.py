@@ -27,9 +27,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from cq_service.types import DataType
+
 __all__ = [
     "KAFKA_CONNECTOR",
     "SCALA_VERSION",
+    "SPARK_TYPES",
     "SparkSetupError",
     "kafka_jars",
     "session",
@@ -39,6 +42,16 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 SCALA_VERSION = "2.13"
+
+# Spark SQL's DDL type of each engine type (timestamps are integers in the pipeline's unit).
+SPARK_TYPES = {
+    DataType.INT: "bigint",
+    DataType.FLOAT: "double",
+    DataType.STRING: "string",
+    DataType.BOOL: "boolean",
+    DataType.TIMESTAMP: "bigint",
+    DataType.NULL: "string",
+}
 KAFKA_CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_{scala}:{version}"
 CENTRAL = "https://repo1.maven.org/maven2"
 _CACHE = ".cq-service"

@@ -54,6 +54,7 @@ import pyarrow.compute as pc
 
 from cq_service.batch import engine_in_spark as eis
 from cq_service.batch.partitioning import KEY, Partitioning, analyze
+from cq_service.batch.spark import SPARK_TYPES
 from cq_service.compiler import compile_pipeline, subset
 from cq_service.engine.batch import Batch
 from cq_service.engine.consolidate import canonical_order
@@ -78,16 +79,6 @@ __all__ = [
 NONE = int(np.iinfo(np.int64).min)
 ELEMENT, MALFORMED, LATE, SUMMARY = 0, 1, 2, 3
 _STATE_FILE = "cq-state.json"
-
-_SPARK_TYPES = {
-    DataType.INT: "bigint",
-    DataType.FLOAT: "double",
-    DataType.STRING: "string",
-    DataType.BOOL: "boolean",
-    DataType.TIMESTAMP: "bigint",
-    DataType.NULL: "string",
-}
-
 
 class StreamingError(CQError):
     """A pipeline the Spark runner cannot run, or a job that failed."""
@@ -205,7 +196,7 @@ def _element_ddl(spec: PipelineSpec, streams: tuple[str, ...]) -> str:
     cols = ["_kind tinyint", "_src int", "_partition int", "_offset bigint", "_ts bigint",
             "_promise bigint", "_reason string", "_raw binary", "_mkey binary"]
     for i, name in enumerate(streams):
-        cols += [f"{eis.stream_column(i, j)} {_SPARK_TYPES[f.type]}"
+        cols += [f"{eis.stream_column(i, j)} {SPARK_TYPES[f.type]}"
                  for j, f in enumerate(spec.streams[name].schema)]
     return ", ".join(cols)
 
@@ -652,7 +643,7 @@ class StreamingJob:
         task = eis.EngineTask(self.spec, q.name, q.part.streams,
                               emitted + 1 if emitted != NONE else NONE, beat, q.relations)
         ddl = ", ".join(["_ts bigint", "_op tinyint"]
-                        + [f"c{k} {_SPARK_TYPES[t]}" for k, t in enumerate(q.types)])
+                        + [f"c{k} {SPARK_TYPES[t]}" for k, t in enumerate(q.types)])
         table = feed.mapInArrow(eis.partition_runner(task.pickled()), ddl).toArrow()
         if table.num_rows:
             table = table.filter(pc.less_equal(table.column("_ts"), beat))
