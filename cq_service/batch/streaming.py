@@ -43,6 +43,7 @@ import json
 import os
 import pickle
 import shutil
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -400,6 +401,10 @@ class StreamingJob:
         self.state = self._load_state()
         self._dead_sink: Any = None
         self._dead_topics: KafkaWriter | None = None
+        self._query: Any = None  # the running streaming query
+        self._stopped = False
+        self._lock = threading.Lock()
+        self._batch_lock = threading.Lock()  # held by the micro-batch in progress
 
     # state on the driver
 
@@ -440,9 +445,16 @@ class StreamingJob:
                 stream = stream.trigger(availableNow=True)
             elif processing_time:
                 stream = stream.trigger(processingTime=processing_time)
-            query = stream.start()
-            query.awaitTermination(timeout)
-            if query.exception() is not None:
+            with self._lock:
+                if self._stopped:
+                    return self.report
+                query = self._query = stream.start()
+            try:
+                query.awaitTermination(timeout)
+            except Exception:
+                if not self._stopped:
+                    raise
+            if query.exception() is not None and not self._stopped:
                 raise StreamingError(f"the streaming query failed: {query.exception()}")
             if query.isActive:
                 query.stop()
@@ -457,6 +469,17 @@ class StreamingJob:
             if self._dead_topics is not None:
                 self._dead_topics.close()
         return self.report
+
+    def stop(self) -> None:
+        """Stop the streaming query (from another thread) between micro-batches; `run` then
+        returns."""
+        with self._lock:
+            self._stopped = True
+            query = self._query
+        with self._batch_lock:
+            pass  # the micro-batch in progress, if any, finishes and commits
+        if query is not None and query.isActive:
+            query.stop()
 
     def _relations(self, q: _QueryRun) -> dict[str, bytes]:
         return {r: eis.to_ipc(eis.source_table(self.spec.relations[r], self.spec.time_unit))
@@ -477,7 +500,15 @@ class StreamingJob:
                 .load())
 
     def batch(self, df: Any, batch_id: int) -> None:
-        """One micro-batch (the foreachBatch function; see the module docstring)."""
+        """One micro-batch (the foreachBatch function; see the module docstring). After `stop`
+        a batch fails before doing anything: Spark does not commit it, and replays it on the
+        next start."""
+        with self._batch_lock:
+            if self._stopped:
+                raise StreamingError("the job is stopping")
+            self._batch(df, batch_id)
+
+    def _batch(self, df: Any, batch_id: int) -> None:
         if batch_id <= self.state["batch"]:
             return  # committed before a restart: Spark replays it, we already did it
         decoded = self._decode(df)

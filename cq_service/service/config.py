@@ -67,6 +67,10 @@ class ServiceConfig:
     manage_interval: float = 5.0
     memory_reserve: float = 0.1
     grow_margin: float = 0.1
+    # runner-spark pipelines (service/spark_jobs.py): their jobs' checkpoints, under the
+    # worker's name, and their micro-batch interval
+    spark_checkpoints: str = ".cq/spark"
+    spark_trigger: str = "5 seconds"
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.memory_reserve < 1.0:
@@ -106,6 +110,8 @@ _ENV = {
     "manage_interval": "CQ_MANAGE_INTERVAL",
     "memory_reserve": "CQ_MEMORY_RESERVE",
     "grow_margin": "CQ_GROW_MARGIN",
+    "spark_checkpoints": "CQ_SPARK_CHECKPOINTS",
+    "spark_trigger": "CQ_SPARK_TRIGGER",
 }
 
 

@@ -65,6 +65,7 @@ from cq_service.service.checkpoint import (
 from cq_service.service.config import ServiceConfig
 from cq_service.service.handover import handover_key, open_handover
 from cq_service.service.results import ResultTee
+from cq_service.service.spark_jobs import SparkJobs
 from cq_service.spec import load_pipeline
 from cq_service.spec.model import (
     DEFAULT_SCHEDULER,
@@ -180,7 +181,12 @@ class Worker:
         self.budgets = BudgetKeeper(self)  # the resource manager (service/budgets.py)
         self._manager: BackgroundScheduler | None = None
         # `archive.every`: the deployed pipelines' archives, off the engine thread.
-        self.archives = ArchiveSchedule(lambda: self.pipelines, catalog)
+        # `resources: {runner: spark}`: those pipelines run as Spark jobs, not on the engine.
+        self.spark_jobs = SparkJobs(
+            Path(config.spark_checkpoints) / config.name, trigger=config.spark_trigger
+        )
+        self.archives = ArchiveSchedule(lambda: {**self.pipelines, **self.spark_jobs.specs},
+                                        catalog)
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -335,6 +341,9 @@ class Worker:
         """Run this version of a pipeline: diff it query by query against what runs."""
         spec = compiled.spec
         name = spec.name
+        if spec.resources.runner == "spark":
+            return self._deploy_on_spark(spec, revision, spec_hash)
+        self.spark_jobs.stop(name)  # back from Spark to the engine
         result = DeployResult(name, "applied")
         active = {q.name: q for q in self.catalog.queries(name)}
         desired: dict[str, _Query] = {}
@@ -418,8 +427,44 @@ class Worker:
         )
         return result
 
+    def _deploy_on_spark(
+        self, spec: PipelineSpec, revision: str | None, spec_hash: str | None
+    ) -> DeployResult:
+        """A runner-spark pipeline: its own Spark job (service/spark_jobs.py) instead of the
+        engine; what ran of it on the engine stops."""
+        name = spec.name
+        spec_hash = _hash_text(Path(spec.path)) if spec_hash is None else spec_hash
+        result = DeployResult(name, "applied")
+        change = self.spark_jobs.deploy(spec, spec_hash)  # SparkRunnerError: nothing changes
+        for q in [q for q in self.queries.values() if q.pipeline == name]:
+            self._stop_query(q)
+        self.pipelines.pop(name, None)
+        self.schedulers.pop(name, None)
+        self._drop_unread_sources()
+        queries = [n for n, q in spec.queries.items() if q.sink is not None]
+        if change == "unchanged":
+            result.status, result.kept = "unchanged", queries
+        else:
+            (result.added if change == "added" else result.replaced).extend(queries)
+            for qname in queries:
+                qspec = spec.queries[qname]
+                self.catalog.upsert_query(
+                    name, qname, qspec.cql, sink_json(qspec.sink), qspec.weight,
+                    spec_hash, "running", qos=_qos_ranges(qspec.qos),
+                )
+            for stream in [*spec.streams.values(), *spec.relations.values()]:
+                self.catalog.upsert_source(name, stream)
+        self.catalog.record_deployment(name, spec_hash, revision, "applied")
+        log.info("deployed %s on Spark: %s", name, change)
+        return result
+
     def undeploy(self, name: str) -> DeployResult:
         result = DeployResult(name, "removed")
+        on_spark = self.spark_jobs.specs.get(name)
+        if on_spark is not None and self.spark_jobs.stop(name):
+            for qname in [n for n, q in on_spark.queries.items() if q.sink is not None]:
+                self.catalog.set_query_status(name, qname, "stopped")
+                result.removed.append(qname)
         for q in [q for q in self.queries.values() if q.pipeline == name]:
             self._stop_query(q)
             self.catalog.set_query_status(name, q.name, "stopped")
@@ -678,6 +723,7 @@ class Worker:
         self.checkpoints += 1
 
     def _shutdown(self) -> None:
+        self.spark_jobs.stop_all()
         if self._manager is not None:
             self._manager.shutdown(wait=False)
         self.archives.stop()
@@ -793,7 +839,7 @@ def describe(worker: Worker) -> dict[str, Any]:
     for (pipeline, name), r in records.items():
         p = pipelines.setdefault(pipeline, {"name": pipeline, "queries": {}})
         p["queries"][name] = query_status(worker, pipeline, name, r)
-    for name, spec in worker.pipelines.items():
+    for name, spec in {**worker.pipelines, **worker.spark_jobs.specs}.items():
         pipelines.setdefault(name, {"name": name, "queries": {}})["file"] = spec.path
     for path, errors in worker.errors.items():
         name = worker.file_pipeline.get(path)
@@ -809,6 +855,7 @@ def describe(worker: Worker) -> dict[str, Any]:
         p["control"] = None if control is None else _control_json(control)
         budget = worker.budgets.states.get(p["name"])
         p["budget"] = None if budget is None else budget.to_json()
+        p["spark"] = worker.spark_jobs.status(p["name"])  # None: not a runner-spark job
     return {"pipelines": list(pipelines.values()), "paused": worker.paused}
 
 
