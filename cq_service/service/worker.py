@@ -30,7 +30,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -856,6 +856,8 @@ def describe(worker: Worker) -> dict[str, Any]:
         budget = worker.budgets.states.get(p["name"])
         p["budget"] = None if budget is None else budget.to_json()
         p["spark"] = worker.spark_jobs.status(p["name"])  # None: not a runner-spark job
+        archived = worker.archives.last.get(p["name"])  # the scheduled archive's last run
+        p["archive"] = None if archived is None else asdict(archived)
     return {"pipelines": list(pipelines.values()), "paused": worker.paused}
 
 

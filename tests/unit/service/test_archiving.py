@@ -68,3 +68,22 @@ def test_the_worker_owns_a_schedule(tmp_path):
     worker.archives.start(check_seconds=3600)
     worker.archives.stop()
     catalog.close()
+
+
+def test_the_last_scheduled_run_is_in_the_status(tmp_path):
+    from cq_service.catalog import Catalog
+    from cq_service.service.archiving import ArchiveOutcome
+    from cq_service.service.config import ServiceConfig
+    from cq_service.service.worker import Worker, describe
+
+    catalog = Catalog(f"sqlite:///{tmp_path / 'c.db'}")
+    catalog.upgrade()
+    worker = Worker(ServiceConfig(), catalog)
+    p = spec("p", 5.0)
+    p.path = "/p/p.yaml"
+    worker.pipelines["p"] = p
+    worker.archives.last["p"] = ArchiveOutcome(started=1.0, seconds=2.5, rows=7, files=1)
+    [entry] = describe(worker)["pipelines"]
+    assert entry["archive"]["rows"] == 7 and entry["archive"]["error"] is None
+    assert entry["spark"] is None  # not a runner-spark pipeline
+    catalog.close()
