@@ -303,8 +303,8 @@ queries:
 
 
 def test_a_three_partition_topic_equals_cq_run(spark, kafka_bootstrap, new_topic, tmp_path):
-    """Keys spread over three partitions (each in timestamp order, with jitter below
-    max_delay), in two rounds on one checkpoint: per-partition lateness and the stream's
+    """Keys spread over three partitions (each in timestamp order, the partitions interleaved
+    by key), in two rounds on one checkpoint: per-partition lateness and the stream's
     heartbeat as the slowest partition's give the embedded engine's results, and nothing is
     late. (A partition with no data while others run ahead is the documented limit: there the
     embedded worker's own results depend on its idle timeout.)"""
