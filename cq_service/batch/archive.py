@@ -368,8 +368,7 @@ class _StreamJob:
         """Delete the files of runs after the committed one (a run that crashed before its
         catalog write), and any staging left behind."""
         self._remove_runs(lambda run: run > self.state.run)
-        shutil.rmtree(self.root / _STAGING_DIR / f"{self.stream.name}-{self.run_no:08d}",
-                      ignore_errors=True)
+        shutil.rmtree(self.staging, ignore_errors=True)
 
     def _remove_runs(self, doomed: Callable[[int], bool]) -> None:
         for folder in (self.folder, self.dead_folder):

@@ -35,8 +35,7 @@ from cq_service.batch.layout import archive_root, archive_schema, stream_dir
 from cq_service.batch.partitioning import KEY, Partitioning, analyze
 from cq_service.batch.spark import SPARK_TYPES
 from cq_service.compiler import compile_pipeline, subset
-from cq_service.engine.batch import Batch
-from cq_service.engine.consolidate import canonical_order
+from cq_service.engine.operators.base import NEVER
 from cq_service.errors import CQError
 from cq_service.io import open_sink
 from cq_service.spec.model import PipelineSpec
@@ -171,14 +170,11 @@ def run_backfill(
         table = eis.source_table(spec.relations[r], spec.time_unit)
         mask = np.asarray(table.column("_ts").to_numpy() <= plan.end)
         relations[r] = eis.to_ipc(table.filter(pa.array(mask)))
-    emit_from = plan.start if plan.start is not None else np.iinfo(np.int64).min
+    emit_from = plan.start if plan.start is not None else NEVER
     task = eis.EngineTask(spec, plan.query, part.streams, int(emit_from), plan.end, relations)
     frames, inputs = _inputs(plan, spark, n_parts, progress)
-    schema = ", ".join(
-        ["_ts bigint", "_op tinyint"]
-        + [f"c{i} {SPARK_TYPES[t]}" for i, t in enumerate(plan.types)]
-    )
-    rows = _union(frames, spark, plan)
+    schema = eis.result_ddl(plan.types)
+    rows = _union(frames, spark)
     rows = rows.repartition(n_parts, "_part").sortWithinPartitions(
         "_ts", "_partition", "_offset"
     )
@@ -235,7 +231,7 @@ def _inputs(plan: BackfillPlan, spark: Any, n_parts: int, progress: bool) -> tup
     return frames, inputs
 
 
-def _union(frames: list, spark: Any, plan: BackfillPlan) -> Any:
+def _union(frames: list, spark: Any) -> Any:
     if not frames:
         return spark.createDataFrame(
             [], "_ts bigint, _partition int, _offset bigint, _src int, _part bigint"
@@ -250,13 +246,7 @@ def _merge(table: pa.Table, width: int) -> pa.Table:
     """The partitions' results in one table in `cq run`'s order (by _ts, − before +, values)."""
     if table.num_rows == 0:
         return table
-    cols = tuple(table.column(f"c{i}").combine_chunks() for i in range(width))
-    batch = Batch(
-        cols,
-        table.column("_ts").to_numpy().astype(np.int64),
-        table.column("_op").to_numpy().astype(np.int64),
-    )
-    batch = canonical_order(batch)
+    batch = eis.ordered(table, width)
     return pa.Table.from_arrays(
         [pa.array(batch.ts), pa.array(batch.w.astype(np.int8)), *batch.columns],
         names=table.column_names,

@@ -18,16 +18,20 @@ from __future__ import annotations
 
 import io
 import pickle
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cq_service.compiler import compile_pipeline, subset
+from cq_service.batch.spark import SPARK_TYPES
+from cq_service.compiler import CompiledPipeline, compile_pipeline, subset
 from cq_service.cql.logical import Source
+from cq_service.engine.batch import Batch
 from cq_service.engine.build import SourceOptions, build_executor
+from cq_service.engine.consolidate import canonical_order
+from cq_service.engine.operators.base import NEVER
 from cq_service.engine.reorder import Reorderer
 from cq_service.engine.scheduler import policy as make_policy
 from cq_service.io import open_source
@@ -37,14 +41,14 @@ from cq_service.types import DataType, arrow_type
 
 __all__ = [
     "EngineTask",
+    "ordered",
     "partition_runner",
+    "result_ddl",
     "result_schema",
     "run_engine",
     "source_table",
     "stream_column",
 ]
-
-NEVER = np.iinfo(np.int64).min
 
 
 @dataclass(frozen=True)
@@ -154,10 +158,26 @@ def _with_collecting_sinks(spec: PipelineSpec, target: str) -> PipelineSpec:
     return replace(spec, queries=queries)
 
 
+# The compiled query per Python worker, by (spec, query): a streaming job runs the same query
+# at every micro-batch in every partition. `build_executor` only reads a plan, so one serves all.
+_COMPILED: dict[bytes, CompiledPipeline] = {}
+
+
+def _compiled(spec: PipelineSpec, query: str) -> CompiledPipeline:
+    key = pickle.dumps((spec, query))
+    compiled = _COMPILED.get(key)
+    if compiled is None:
+        if len(_COMPILED) >= 64:
+            _COMPILED.clear()
+        compiled = _COMPILED[key] = compile_pipeline(
+            _with_collecting_sinks(subset(spec, [query]), query))
+    return compiled
+
+
 def run_engine(task: EngineTask, streams: dict[str, pa.Table]) -> pa.Table:
     """The query's result over these streams (and the task's relations); see the module doc."""
-    spec = _with_collecting_sinks(subset(task.spec, [task.query]), task.query)
-    compiled = compile_pipeline(spec)
+    compiled = _compiled(task.spec, task.query)
+    spec = compiled.spec
     inputs = {**spec.streams, **spec.relations}
     readers, options = {}, {}
     for node in compiled.plan.nodes:
@@ -189,6 +209,22 @@ def run_engine(task: EngineTask, streams: dict[str, pa.Table]) -> pa.Table:
     executor.run()
     sink = next(s for s in compiled.plan.sinks if s.query == task.query)
     return _result_table(collect, [arrow_type(t) for t in sink.types])
+
+
+def result_ddl(types: Sequence[DataType]) -> str:
+    """The Spark DDL of the tables `partition_runner` yields: ``_ts``, ``_op``, ``c0`` …"""
+    return ", ".join(["_ts bigint", "_op tinyint"]
+                     + [f"c{k} {SPARK_TYPES[t]}" for k, t in enumerate(types)])
+
+
+def ordered(table: pa.Table, width: int) -> Batch:
+    """The tasks' result rows in one batch in `cq run`'s canonical order (by ``_ts``, − before
+    +, then by value)."""
+    return canonical_order(Batch(
+        tuple(table.column(f"c{k}").combine_chunks() for k in range(width)),
+        table.column("_ts").to_numpy().astype(np.int64),
+        table.column("_op").to_numpy().astype(np.int64),
+    ))
 
 
 def _result_table(collect: _Collect, types: list[pa.DataType]) -> pa.Table:

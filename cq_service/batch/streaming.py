@@ -57,8 +57,7 @@ from cq_service.batch import engine_in_spark as eis
 from cq_service.batch.partitioning import KEY, Partitioning, analyze
 from cq_service.batch.spark import SPARK_TYPES
 from cq_service.compiler import compile_pipeline, subset
-from cq_service.engine.batch import Batch
-from cq_service.engine.consolidate import canonical_order
+from cq_service.engine.operators.base import NEVER
 from cq_service.errors import CQError, Span
 from cq_service.io.base import DeadRecord, LateElement, json_safe
 from cq_service.io.kafka import KafkaWriter, MessageDecoder, Messages, bootstrap_servers
@@ -77,7 +76,7 @@ __all__ = [
     "supported",
 ]
 
-NONE = int(np.iinfo(np.int64).min)
+NONE = int(NEVER)  # no timestamp yet (the engine's sentinel)
 ELEMENT, MALFORMED, LATE, SUMMARY = 0, 1, 2, 3
 _STATE_FILE = "cq-state.json"
 
@@ -181,16 +180,6 @@ def spark_session(master: str | None = None, partitions: int = 2) -> Any:
 
 
 # -- decoding, on Spark -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _StreamInfo:
-    index: int
-    name: str
-    topic: str
-    max_delay: int
-    late: str
-    heartbeat: tuple[int, int] | None  # (schema column, offset)
 
 
 def _element_ddl(spec: PipelineSpec, streams: tuple[str, ...]) -> str:
@@ -358,11 +347,10 @@ class _QueryRun:
 
 @dataclass
 class StreamingReport:
-    """What a run did: batches, elements per stream, late and malformed counts, results per
-    query, and the heartbeat each query ended at."""
+    """What a run did: batches, late and malformed counts per stream, results per query, and
+    the heartbeat each query ended at."""
 
     batches: int = 0
-    elements: dict[str, int] = field(default_factory=dict)
     late: dict[str, int] = field(default_factory=dict)
     malformed: dict[str, int] = field(default_factory=dict)
     results: dict[str, int] = field(default_factory=dict)
@@ -673,9 +661,8 @@ class StreamingJob:
             "_ts", "_src", "_partition", "_offset")
         task = eis.EngineTask(self.spec, q.name, q.part.streams,
                               emitted + 1 if emitted != NONE else NONE, beat, q.relations)
-        ddl = ", ".join(["_ts bigint", "_op tinyint"]
-                        + [f"c{k} {SPARK_TYPES[t]}" for k, t in enumerate(q.types)])
-        table = feed.mapInArrow(eis.partition_runner(task.pickled()), ddl).toArrow()
+        table = feed.mapInArrow(eis.partition_runner(task.pickled()),
+                                eis.result_ddl(q.types)).toArrow()
         if table.num_rows:
             table = table.filter(pc.less_equal(table.column("_ts"), beat))
         self._write(q, table)
@@ -687,12 +674,7 @@ class StreamingJob:
     def _write(self, q: _QueryRun, table: pa.Table) -> None:
         if not table.num_rows:
             return
-        width = len(q.types)
-        batch = canonical_order(Batch(
-            tuple(table.column(f"c{k}").combine_chunks() for k in range(width)),
-            table.column("_ts").to_numpy().astype(np.int64),
-            table.column("_op").to_numpy().astype(np.int64),
-        ))
+        batch = eis.ordered(table, len(q.types))
         q.sink.write(batch.ts, batch.w.astype(np.int8), list(batch.columns))
         q.sink.flush()
         self.report.results[q.name] = self.report.results.get(q.name, 0) + len(batch.ts)
