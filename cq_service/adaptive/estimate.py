@@ -30,6 +30,7 @@ from cq_service.adaptive import cost_model as cm
 from cq_service.adaptive.cost_model import Edge
 from cq_service.adaptive.cpu import EngineCosts
 from cq_service.cql import logical as L
+from cq_service.engine.operators.join import _Side
 from cq_service.plan.physical import PhysicalNode, PhysicalPlan
 from cq_service.types import DataType
 
@@ -286,8 +287,8 @@ def _size(e: Edge) -> float:
 # the hash of the row it retracts: each row's hash and offset, sorted (engine/operators/join.py).
 ROW_HASH_BYTES = 16
 # A join side's rows are runs; a new run merges into the one before it while that one holds at
-# most this many times its rows (`_Side.MERGE_RATIO` in engine/operators/join.py).
-MERGE_RATIO = 4
+# most this many times its rows (the engine's own constant).
+MERGE_RATIO = _Side.MERGE_RATIO
 
 
 def batch_row_bytes(d: float) -> float:

@@ -53,9 +53,7 @@ def _column_hash(c: pa.Array) -> np.ndarray:
     """Each value's bits for numbers and times (-0.0 as 0.0, NULL as 0), else Python's hash."""
     t = c.type
     floating, unsigned = pa.types.is_floating(t), pa.types.is_unsigned_integer(t)
-    if len(c) and (
-        floating or pa.types.is_integer(t) or pa.types.is_timestamp(t) or pa.types.is_duration(t)
-    ):
+    if len(c) and _fixed_width(t):
         kind = "f" if floating else "u" if unsigned else "i"
         raw = np.frombuffer(c.buffers()[1], f"{kind}{t.bit_width // 8}", len(c) + c.offset)
         a = raw[c.offset :].astype(np.float64 if floating else np.uint64 if unsigned else np.int64)

@@ -8,9 +8,7 @@ weights) on the paper's timeline × `scale`: the initial queries, a trickle of n
 runs the generated pipeline file with `resources.memory_budget`: admission control at deploy,
 `BudgetKeeper.tick` every `manage_every` of application time, every change through
 `Worker.adjust` and on record in the catalog. A query arrives by a change of the pipeline file
-and `Worker.reconcile`, one query per change: queries deployed together form one plan group,
-and the keeper cannot yet measure a group whose first query does not read all of the group's
-streams (`BudgetKeeper._measure` takes that query's gates for the others' sources). Each
+and `Worker.reconcile`, one query per change, as queries arrive in the paper's timeline. Each
 stream is a parquet file released up to the bench's clock, with a heartbeat at the clock, as
 an up-to-date live source delivers it (`_Paced`): every source keeps the same application
 time, and a stream first read later starts at the clock. The pipelines use the round-robin

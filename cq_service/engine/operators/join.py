@@ -28,6 +28,7 @@ else once the dead rows are a small part of it.
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pyarrow as pa
@@ -367,7 +368,7 @@ class _Side:
     def add(self, cols: list[pa.Array], keys: list[pa.Array], w: np.ndarray) -> None:
         minus = w < 0
         if not minus.any():
-            self._insert(list(cols), list(keys), w)
+            self._append(list(cols), list(keys), w)
             return
         if self._expire_oldest(cols, keys, w):
             return
@@ -375,7 +376,7 @@ class _Side:
         self._hashed = True
         n0 = len(self)
         hashes = row_hash(cols)
-        self._insert(list(cols), list(keys), w, hashes)
+        self._append(list(cols), list(keys), w, hashes)
         mi = np.flatnonzero(minus)
         pending = self._cancel(cols, mi, w[mi], hashes[mi], n0)
         if not pending:
@@ -387,16 +388,6 @@ class _Side:
         if self._retractions * 4 >= len(self):
             self._consolidate()
             self._retractions = 0
-
-    def _insert(
-        self,
-        cols: list[pa.Array],
-        keys: list[pa.Array],
-        w: np.ndarray,
-        hashes: np.ndarray | None = None,
-    ) -> None:
-        self._append(cols, keys, w, hashes)
-        self._nonunit += int((w != 1).sum())
 
     def _cancel(
         self, cols: list[pa.Array], mi: np.ndarray, mw: np.ndarray, mh: np.ndarray, n0: int
@@ -520,6 +511,7 @@ class _Side:
     ) -> None:
         if len(w) == 0:
             return
+        self._nonunit += int((w != 1).sum())
         if self._hashed and hashes is None:
             hashes = row_hash(cols)
         run = _Run(self._end, cols, keys, w, hashes)
@@ -667,7 +659,7 @@ class Join(MultiInputOperator):
         if not len(left) or not len(right):
             return 0
         if not self.nkeys:
-            return len(left) * len(right)
+            return math.prod(self.sides())
         counts = []
         for side in (left, right):
             _, keys, w = side._contiguous()
