@@ -20,13 +20,14 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from cq_service.catalog import CatalogInputError
 from cq_service.errors import AdjustmentError
-from cq_service.service import worker as w
+from cq_service.service import views as w
 from cq_service.service.metrics import render_metrics
+from cq_service.service.worker import Worker
 
 __all__ = ["make_app"]
 
 
-def make_app(worker: w.Worker) -> FastAPI:
+def make_app(worker: Worker) -> FastAPI:
     app = FastAPI(title="cq-service worker", version="1")
     token = worker.config.token
 
@@ -214,7 +215,7 @@ def _holds(path: Path, text: str) -> bool:
         return False
 
 
-def _stage(worker: w.Worker, text: str, filename: str) -> Path:
+def _stage(worker: Worker, text: str, filename: str) -> Path:
     """Save a pipeline sent over the API in the pipelines folder, as a hidden file (the
     reconciler skips it; its relative paths are the folder's)."""
     folder = Path(worker.config.pipelines)

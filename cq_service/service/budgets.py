@@ -18,11 +18,11 @@ thread) the keeper takes each deployment with a `resources.memory_budget` (or `c
    (1 − grow_margin) of that and the choice is more precise (windows grow back and
    granularities refine after a query leaves or load drops); it aims halfway, at
    (1 − grow_margin/2), so the noise of measured rates does not move windows every round.
-4. Every change goes through `Worker.adjust`, so it is checked against the query's QoS and
+4. Every change goes through `adjusting.adjust`, so it is checked against the query's QoS and
    logged in the catalog with its reason. When every range is exhausted the adjustable queries
    shed load (`WindowOperator.shed` on their windows); each fraction is logged as kind `shed`.
 
-Admission control (`admit`, called by `Worker.deploy`) rejects a new query that does not fit
+Admission control (`admit`, called by `Deployer.deploy`) rejects a new query that does not fit
 even with every adjustable query at its minimum settings. The rejected query does not start.
 It is marked `stopped` in the catalog with the estimate as its error, and logged as kind
 `rejected`. The deployment's other queries run. A later change of the file retries it.
@@ -34,7 +34,7 @@ import logging
 import math
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cq_service.adaptive.cpu import EngineCosts
 from cq_service.adaptive.estimate import Observed
@@ -54,11 +54,10 @@ from cq_service.engine.operators.base import NEVER
 from cq_service.engine.operators.range_window import RangeWindow
 from cq_service.errors import AdjustmentError
 from cq_service.plan.physical import PhysicalPlan
+from cq_service.service.adjusting import adjust
+from cq_service.service.running import RunningQuery, Runtime
 from cq_service.spec.model import PipelineSpec, QosSpec
 from cq_service.stats import human_bytes
-
-if TYPE_CHECKING:
-    from cq_service.service.worker import Worker, _Query
 
 __all__ = ["BudgetKeeper", "DeploymentState"]
 
@@ -103,8 +102,8 @@ class _Operators(SimpleNamespace):
 
 
 class BudgetKeeper:
-    def __init__(self, worker: Worker):
-        self.worker = worker
+    def __init__(self, rt: Runtime):
+        self.rt = rt
         self.states: dict[str, DeploymentState] = {}
         self._meters: dict[tuple[int, tuple[int, ...]], tuple[PlanMeter, list]] = {}
 
@@ -112,7 +111,7 @@ class BudgetKeeper:
 
     def tick(self) -> None:
         """One round over every deployment with a budget (on the engine thread)."""
-        for name, spec in list(self.worker.pipelines.items()):
+        for name, spec in list(self.rt.pipelines.items()):
             budget = self.budget_of(spec)
             if budget is None:
                 self.states.pop(name, None)
@@ -127,7 +126,7 @@ class BudgetKeeper:
         if r.memory_budget is None and r.cpu_budget is None:
             return None
         memory = float(r.memory_budget) if r.memory_budget is not None else math.inf
-        reserve = memory * self.worker.config.memory_reserve if math.isfinite(memory) else 0.0
+        reserve = memory * self.rt.config.memory_reserve if math.isfinite(memory) else 0.0
         return Budget(memory, reserve, r.cpu_budget)
 
     def _hold(self, pipeline: str, spec: PipelineSpec, budget: Budget) -> None:
@@ -136,7 +135,7 @@ class BudgetKeeper:
         state.ticks += 1
         queries = self.managed(pipeline, spec)
         state.measured = float(
-            sum(op.state_size()[1] for op in self.worker.engine.operators_of(pipeline))
+            sum(op.state_size()[1] for op in self.rt.engine.operators_of(pipeline))
         )
         live = {q.key for q in queries}
         for kept in (state.steady_from, state.corrections, state.shedding):
@@ -151,7 +150,7 @@ class BudgetKeeper:
             self._correct(pipeline, q, current[q.key], keep[q.key], state, now)
         state.estimated = sum((q.cost(current[q.key], keep[q.key]) for q in queries), Cost())
         held = state.measured / state.estimated.memory if state.estimated.memory > 0 else 1.0
-        if held > 1.0 and state.measured > budget.target * (1 - self.worker.config.grow_margin):
+        if held > 1.0 and state.measured > budget.target * (1 - self.rt.config.grow_margin):
             # The operators hold more than the model says, near the budget: scale the queries
             # not yet corrected by that ratio now rather than wait for them to be steady
             # (a window shrunk but not yet drained also counts, which errs on the safe side).
@@ -164,7 +163,7 @@ class BudgetKeeper:
         # Plan inside a band: shrink when the settings in force pass the target, grow back
         # when they use less than (1 − margin) of it, and aim halfway, so that the noise of
         # measured rates does not move windows at every round.
-        margin = self.worker.config.grow_margin
+        margin = self.rt.config.grow_margin
         aim = Budget(budget.target * (1 - margin / 2), 0.0, budget.cpu)
         decision = decide(queries, aim)
         state.decision = decision
@@ -212,7 +211,7 @@ class BudgetKeeper:
 
     def _held(self, pipeline: str, q: ManagedQuery) -> float:
         """Bytes the operators of `q`'s plan hold now (shared ones counted in full)."""
-        _, ops = self.worker.engine.plan_of(q.key)
+        _, ops = self.rt.engine.plan_of(q.key)
         return float(
             sum(
                 ops[n.id].state_size()[1]
@@ -239,11 +238,11 @@ class BudgetKeeper:
             try:
                 for label, (size, _) in want.items():
                     if size != now[label][0]:
-                        self.worker.adjust(pipeline, name, f"window:{label}", size, reason)
+                        adjust(self.rt, pipeline, name, f"window:{label}", size, reason)
                         made = True
                 rung = {g for _, g in want.values()}  # one ladder: every window alike
                 if q.ladder and len(rung) == 1 and rung != {g for _, g in now.values()}:
-                    self.worker.adjust(pipeline, name, "granularity", rung.pop(), reason)
+                    adjust(self.rt, pipeline, name, "granularity", rung.pop(), reason)
                     made = True
             except AdjustmentError as e:  # e.g. a window that cannot change yet
                 log.warning("%s: %s", q.key, e)
@@ -256,10 +255,10 @@ class BudgetKeeper:
         return changed
 
     def _shed(self, pipeline: str, query: str, share: float, reason: str) -> None:
-        windows = self.worker.engine.windows(pipeline, query)
+        windows = self.rt.engine.windows(pipeline, query)
         for i, w in enumerate(windows):
             w.shed(min(share, 0.999), seed=i)
-        self.worker.catalog.log_adjustment(
+        self.rt.catalog.log_adjustment(
             pipeline,
             "shed",
             {"fraction": share, "windows": [w.label for w in windows], "reason": reason},
@@ -271,7 +270,7 @@ class BudgetKeeper:
     # -- admission ------------------------------------------------------------------------------
 
     def admit(
-        self, spec: PipelineSpec, new: list[_Query], bound: list[Any]
+        self, spec: PipelineSpec, new: list[RunningQuery], bound: list[Any]
     ) -> list[Rejection]:
         """Those of `new` (with their bound queries) that do not fit the deployment's budget
         even at every adjustable query's minimum settings."""
@@ -296,14 +295,14 @@ class BudgetKeeper:
     def managed(self, pipeline: str, spec: PipelineSpec) -> list[ManagedQuery]:
         """The deployment's running queries, measured now, with their weights as the catalog
         keeps them (the file's, or one set through the API)."""
-        weights = {r.name: r.weight for r in self.worker.catalog.queries(pipeline)}
-        mine_all = [q for q in self.worker.queries.values() if q.pipeline == pipeline]
+        weights = {r.name: r.weight for r in self.rt.catalog.queries(pipeline)}
+        mine_all = [q for q in self.rt.queries.values() if q.pipeline == pipeline]
         # A group's plan reads the sources of all its queries: their keys, by source name.
         keys = {n: k for q in mine_all for n, k in q.source_keys.items()}
         costs = EngineCosts.load()
         out = []
         for q in mine_all:
-            plan, ops = self.worker.engine.plan_of(q.key)
+            plan, ops = self.rt.engine.plan_of(q.key)
             mine = _plan_of_query(plan, q.key)
             obs = self._measure(plan, ops, keys)
             managed = self._managed_query(spec, q, mine, obs, weights.get(q.name))
@@ -314,7 +313,7 @@ class BudgetKeeper:
     def _managed_query(
         self,
         spec: PipelineSpec,
-        q: _Query,
+        q: RunningQuery,
         plan: PhysicalPlan,
         observed: Observed,
         weight: float | None = None,
@@ -340,7 +339,7 @@ class BudgetKeeper:
                 del self._meters[k]
             sub = PhysicalPlan([n for n in plan.nodes if n.id in ops], [], plan.source_columns)
             operators = [
-                self.worker.engine.sources[keys[n.op.name]]
+                self.rt.engine.sources[keys[n.op.name]]
                 if isinstance(n.op, L.Source)
                 else ops[n.id]
                 for n in sub.nodes
@@ -351,12 +350,12 @@ class BudgetKeeper:
         meter(_Operators(operators=operators))
         return meter.observed(smoothed=True)
 
-    def _observed_for(self, plan: PhysicalPlan, q: _Query) -> Observed:
+    def _observed_for(self, plan: PhysicalPlan, q: RunningQuery) -> Observed:
         """A query not running yet: its sources' rates as read so far (others unknown)."""
         source_d, row_bytes = {}, {}
         for n in plan.nodes:
             if isinstance(n.op, L.Source) and n.op.name in q.source_keys:
-                src = self.worker.engine.sources.get(q.source_keys[n.op.name])
+                src = self.rt.engine.sources.get(q.source_keys[n.op.name])
                 d = None if src is None else mean_distance(src)
                 if d is None:
                     continue
@@ -366,7 +365,7 @@ class BudgetKeeper:
 
     def _settings_now(self, pipeline: str, q: ManagedQuery) -> dict[str, tuple[int, int]]:
         name = q.key.split("/", 1)[1]
-        by_label = {w.label: w for w in self.worker.engine.windows(pipeline, name)}
+        by_label = {w.label: w for w in self.rt.engine.windows(pipeline, name)}
         return {
             w.label: (by_label[w.label].size, by_label[w.label].granularity)
             if w.label in by_label
@@ -377,7 +376,7 @@ class BudgetKeeper:
     def _now(self, pipeline: str) -> int:
         marks = [
             op.watermark
-            for op in self.worker.engine.operators_of(pipeline)
+            for op in self.rt.engine.operators_of(pipeline)
             if isinstance(op, RangeWindow) and op.watermark != NEVER
         ]
         return max(marks, default=0)

@@ -60,7 +60,8 @@ from cq_service.bench.costmodel.querymix import (
 from cq_service.catalog import Catalog
 from cq_service.io.base import RawChunk
 from cq_service.service.config import ServiceConfig
-from cq_service.service.worker import Worker, window_settings
+from cq_service.service.views import window_settings
+from cq_service.service.worker import Worker
 from cq_service.stats import human_bytes
 
 __all__ = [

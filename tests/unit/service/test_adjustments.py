@@ -13,7 +13,8 @@ from fastapi.testclient import TestClient
 from cq_service.compiler import load_and_compile
 from cq_service.engine.adjust import Adjustment, write_log
 from cq_service.runner import run_pipeline
-from cq_service.service import worker as w
+from cq_service.service import views as w
+from cq_service.service.adjusting import logged_adjustment
 from cq_service.service.api import make_app
 from cq_service.service.metrics import render_metrics
 from cq_service.service.worker import Worker
@@ -62,7 +63,7 @@ def folder(tmp_path: Path) -> Path:
 
 def logged(worker: Worker) -> list[Adjustment]:
     return [
-        w.logged_adjustment(r)
+        logged_adjustment(r)
         for r in worker.catalog.adjustments(NAME) if r.kind in ("window", "granularity")
     ]
 

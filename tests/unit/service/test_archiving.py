@@ -74,7 +74,8 @@ def test_the_last_scheduled_run_is_in_the_status(tmp_path):
     from cq_service.catalog import Catalog
     from cq_service.service.archiving import ArchiveOutcome
     from cq_service.service.config import ServiceConfig
-    from cq_service.service.worker import Worker, describe
+    from cq_service.service.views import describe
+    from cq_service.service.worker import Worker
 
     catalog = Catalog(f"sqlite:///{tmp_path / 'c.db'}")
     catalog.upgrade()

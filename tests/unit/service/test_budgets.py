@@ -15,7 +15,8 @@ import pytest
 
 from cq_service.compiler import load_and_compile
 from cq_service.runner import run_pipeline
-from cq_service.service import worker as w
+from cq_service.service import views as w
+from cq_service.service.adjusting import logged_adjustment
 from cq_service.service.metrics import render_metrics
 from cq_service.service.worker import Worker
 
@@ -110,7 +111,7 @@ def test_windows_shrink_to_the_budget_inside_their_ranges_and_replay_exactly(
     worker.reconcile()
     seen = run(worker)
     assert budget_records(worker, "shed") == []  # shedding is random: no exact replay
-    records = [w.logged_adjustment(r) for r in worker.catalog.adjustments(NAME)
+    records = [logged_adjustment(r) for r in worker.catalog.adjustments(NAME)
                if r.kind in ("window", "granularity")]
     assert records, "the manager made no change"
     assert all(r.reason.startswith("budget:") for r in records)

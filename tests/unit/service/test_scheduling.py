@@ -16,10 +16,11 @@ from fastapi.testclient import TestClient
 from cq_service.compiler import load_and_compile
 from cq_service.engine.scheduler import Chain, ChainBounded, Fifo, Greedy, RoundRobin
 from cq_service.runner import run_pipeline
-from cq_service.service import worker as w
+from cq_service.service import views as w
 from cq_service.service.api import make_app
 from cq_service.service.config import ConfigError, ServiceConfig, load_config
 from cq_service.service.metrics import render_metrics
+from cq_service.service.scheduling import SchedulerChoice
 from cq_service.service.worker import Worker
 from tests.unit.service.conftest import TOKEN
 from tests.unit.service.serving import serving
@@ -118,7 +119,7 @@ def test_precedence_control_then_config_then_file(folder: Path, make_worker) -> 
     set_resources(folder, "{scheduler: chain_bounded, latency_bound: 20 ms}")
     from_file = make_worker()
     from_file.reconcile()
-    assert from_file.schedulers[NAME] == w.SchedulerChoice("chain_bounded", 0.02, "file")
+    assert from_file.schedulers[NAME] == SchedulerChoice("chain_bounded", 0.02, "file")
     assert from_file.scheduling.policy_of(NAME).bound == pytest.approx(0.02)
     configured = make_worker(policy="round_robin")
     configured.reconcile()

@@ -1,0 +1,360 @@
+"""Deploying a pipeline version on the live engine: diffed query by query against what runs.
+
+A query whose plan, sink and sources are unchanged keeps running with its state; a changed one
+is replaced (the new version starts at the sources' current time); a removed one stops
+(docs/service.md, "Deploying"). Queries restored from the last worker's checkpoint start behind
+their old gates and drop what was delivered. A runner-spark pipeline runs as its own Spark job
+instead (spark_jobs.py).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from cq_service.catalog.spec_json import sink_json
+from cq_service.compiler import CompiledPipeline, compile_pipeline
+from cq_service.cql import logical as L
+from cq_service.engine.build import SourceOptions
+from cq_service.engine.operators.base import NEVER
+from cq_service.errors import CQError
+from cq_service.io import open_sink, open_source
+from cq_service.io.dead_letter import DeadLetterSink
+from cq_service.plan.planner import plan_queries
+from cq_service.plan.rewrite import simplify
+from cq_service.runner import DeadLetterRouter
+from cq_service.service.adjusting import qos_ranges, replay_adjustments
+from cq_service.service.budgets import BudgetKeeper
+from cq_service.service.checkpoint import OffsetTracker, ResumeFilter, horizons
+from cq_service.service.checkpointer import Checkpointer
+from cq_service.service.handover import handover_key, open_handover
+from cq_service.service.results import ResultTee
+from cq_service.service.running import (
+    RunningQuery,
+    RunningSource,
+    Runtime,
+    declared,
+    file_digest,
+    source_key,
+    worker_sink,
+)
+from cq_service.service.scheduling import Schedulers
+from cq_service.service.spark_jobs import SparkJobs
+from cq_service.spec.model import PipelineSpec, SinkSpec, StreamSpec
+
+__all__ = ["DeployResult", "Deployer"]
+
+log = logging.getLogger("cq.worker")
+
+
+@dataclass
+class DeployResult:
+    pipeline: str
+    status: str  # applied | rejected | unchanged | removed
+    added: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    rejected: dict[str, str] = field(default_factory=dict)  # query -> why it did not fit
+
+    def to_json(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+class Deployer:
+    def __init__(
+        self,
+        rt: Runtime,
+        budgets: BudgetKeeper,
+        checkpoints: Checkpointer,
+        schedulers: Schedulers,
+        spark_jobs: SparkJobs,
+    ):
+        self.rt = rt
+        self.schedulers = schedulers
+        self.budgets = budgets
+        self.checkpoints = checkpoints
+        self.spark_jobs = spark_jobs
+        self._handovers: dict[str, tuple[Any, int]] = {}  # source key -> (plan, T2)
+
+    def deploy(
+        self, compiled: CompiledPipeline, revision: str | None = None, spec_hash: str | None = None
+    ) -> DeployResult:
+        """Run this version of a pipeline: diff it query by query against what runs
+        (`spec_hash`: its file's content hash, read from the file if not given)."""
+        rt = self.rt
+        spec = compiled.spec
+        name = spec.name
+        spec_hash = file_digest(Path(spec.path)) if spec_hash is None else spec_hash
+        if spec.resources.runner == "spark":
+            return self._deploy_on_spark(spec, revision, spec_hash)
+        self.spark_jobs.stop(name)  # back from Spark to the engine
+        result = DeployResult(name, "applied")
+        active = {q.name: q for q in rt.catalog.queries(name)}
+        desired: dict[str, RunningQuery] = {}
+        bound = {}
+        for bq in compiled.queries:
+            qspec = spec.queries[bq.name]
+            if qspec.sink is None:
+                continue  # a view runs inside the queries that read it
+            record = active.get(bq.name)
+            if record is not None and not record.active:
+                continue
+            desired[bq.name] = self._describe_query(spec, bq, qspec.sink)
+            bound[bq.name] = bq
+        running = {q.name: q for q in rt.queries_of(name)}
+        for qname, q in running.items():
+            new = desired.get(qname)
+            if new is None or new.fingerprint != q.fingerprint:
+                self.stop_query(q)
+                (result.replaced if new is not None else result.removed).append(qname)
+        start = [n for n in desired if n not in running or n in result.replaced]
+        result.kept = [n for n in desired if n not in start]
+        turned_away: dict[str, RunningQuery] = {}
+        for r in self.budgets.admit(spec, [desired[n] for n in start], [bound[n] for n in start]):
+            qname = r.query.split("/", 1)[1]
+            result.rejected[qname] = r.reason
+            start.remove(qname)
+            turned_away[qname] = desired.pop(qname)
+        result.added = [n for n in start if n not in result.replaced]
+        if start:
+            try:
+                self._start_queries(spec, [desired[n] for n in start], [bound[n] for n in start])
+            except CQError:
+                # A sink or source that cannot be opened: back to the version that ran.
+                for q in rt.queries_of(name):
+                    self.stop_query(q)
+                previous = rt.pipelines.get(name)
+                if previous is not None and previous is not spec:
+                    self.deploy(compile_pipeline(previous))
+                raise
+        for qname in desired:
+            q = desired[qname] if qname in start else running[qname]
+            rt.catalog.upsert_query(
+                name,
+                qname,
+                spec.queries[qname].cql,
+                sink_json(spec.queries[qname].sink),
+                spec.queries[qname].weight,
+                q.version,
+                "running",
+                start_after=_start_after(q.gates),
+                qos=qos_ranges(spec.queries[qname].qos),
+            )
+        for qname in result.removed:
+            rt.catalog.set_query_status(name, qname, "stopped")
+        for qname, reason in result.rejected.items():
+            qspec = spec.queries[qname]
+            rt.catalog.upsert_query(
+                name, qname, qspec.cql, sink_json(qspec.sink), qspec.weight,
+                turned_away[qname].version, "stopped",
+                error=f"rejected by admission control: {reason}", qos=qos_ranges(qspec.qos),
+            )
+            rt.catalog.log_adjustment(name, "rejected", {"reason": reason}, query=qname)
+            log.warning("%s/%s: rejected by admission control: %s", name, qname, reason)
+        for stream in [*spec.streams.values(), *spec.relations.values()]:
+            rt.catalog.upsert_source(name, stream)  # `cq relation load` checks against these
+        self.drop_unread_sources()
+        rt.pipelines[name] = spec
+        self.schedulers.apply(name, spec)
+        if not (result.added or result.replaced or result.removed or result.rejected):
+            result.status = "unchanged"
+        rt.catalog.record_deployment(name, spec_hash, revision, "applied")
+        self.checkpoints.write()
+        log.info(
+            "deployed %s: added %s, replaced %s, removed %s, kept %s",
+            name,
+            result.added,
+            result.replaced,
+            result.removed,
+            result.kept,
+        )
+        return result
+
+    def _deploy_on_spark(
+        self, spec: PipelineSpec, revision: str | None, spec_hash: str
+    ) -> DeployResult:
+        """A runner-spark pipeline: its own Spark job (service/spark_jobs.py) instead of the
+        engine; what ran of it on the engine stops."""
+        rt = self.rt
+        name = spec.name
+        result = DeployResult(name, "applied")
+        change = self.spark_jobs.deploy(spec, spec_hash)  # SparkRunnerError: nothing changes
+        for q in rt.queries_of(name):
+            self.stop_query(q)
+        rt.pipelines.pop(name, None)
+        self.schedulers.forget(name)
+        self.drop_unread_sources()
+        queries = [n for n, q in spec.queries.items() if q.sink is not None]
+        if change == "unchanged":
+            result.status, result.kept = "unchanged", queries
+        else:
+            (result.added if change == "added" else result.replaced).extend(queries)
+            for qname in queries:
+                qspec = spec.queries[qname]
+                rt.catalog.upsert_query(
+                    name, qname, qspec.cql, sink_json(qspec.sink), qspec.weight,
+                    spec_hash, "running", qos=qos_ranges(qspec.qos),
+                )
+            for stream in [*spec.streams.values(), *spec.relations.values()]:
+                rt.catalog.upsert_source(name, stream)
+        rt.catalog.record_deployment(name, spec_hash, revision, "applied")
+        log.info("deployed %s on Spark: %s", name, change)
+        return result
+
+    def undeploy(self, name: str) -> DeployResult:
+        """Stop every query of pipeline `name` (its file is gone)."""
+        rt = self.rt
+        result = DeployResult(name, "removed")
+        on_spark = self.spark_jobs.specs.get(name)
+        if on_spark is not None and self.spark_jobs.stop(name):
+            for qname in [n for n, q in on_spark.queries.items() if q.sink is not None]:
+                rt.catalog.set_query_status(name, qname, "stopped")
+                result.removed.append(qname)
+        for q in rt.queries_of(name):
+            self.stop_query(q)
+            rt.catalog.set_query_status(name, q.name, "stopped")
+            result.removed.append(q.name)
+        rt.pipelines.pop(name, None)
+        self.schedulers.forget(name)  # its policy went with its operators (ByOwner.attach)
+        self.drop_unread_sources()
+        rt.catalog.record_deployment(name, "", None, "removed")
+        self.checkpoints.write()
+        return result
+
+    def set_active(self, pipeline: str, query: str, active: bool) -> None:
+        """Start or stop a query by its control flag (kept in the catalog)."""
+        self.rt.catalog.set_control(pipeline, query, active=active)
+        spec = self.rt.pipelines.get(pipeline)
+        if spec is not None:
+            self.deploy(compile_pipeline(spec))
+
+    # -- queries --------------------------------------------------------------------------------
+
+    def _describe_query(self, spec: PipelineSpec, bq: Any, sink: SinkSpec) -> RunningQuery:
+        inputs = {**spec.streams, **spec.relations}
+        plan = simplify(bq.plan)
+        needs = horizons(plan)  # every source the query reads, with its horizon
+        streams = {n: inputs[declared(inputs, n)] for n in needs}
+        keys = {n: source_key(s, spec.time_unit) for n, s in streams.items()}
+        until = self.rt.catalog.handover(spec.name, bq.name)
+        if until is not None:  # its streams: the archive, then Kafka (service/handover.py)
+            for n, s in streams.items():
+                if not s.is_relation:
+                    keys[n] = handover_key(spec.name, bq.name, s.name)
+                    self._handovers[keys[n]] = (bq.plan, until)
+        fingerprint = (plan, sink_json(sink), tuple(sorted(keys.items())))
+        hz = {keys[n]: h for n, h in needs.items()}
+        relations = {keys[n] for n, s in streams.items() if s.is_relation}
+        return RunningQuery(
+            f"{spec.name}/{bq.name}", spec.name, bq.name, fingerprint, keys, hz, relations,
+            handover=until,
+        )
+
+    def _start_queries(
+        self, spec: PipelineSpec, queries: list[RunningQuery], bound: list[Any]
+    ) -> None:
+        rt = self.rt
+        inputs = {**spec.streams, **spec.relations}
+        # Queries restored from a checkpoint (same version) start behind their old gates and
+        # drop what was delivered; those with equal gates are planned together so they share
+        # state again. Every other query starts now.
+        groups: dict[str, list[int]] = {}
+        saved: dict[str, dict[str, Any]] = {}
+        for i, q in enumerate(queries):
+            data = self.checkpoints.saved_query(q.key)
+            gates = None
+            if data is not None and data.get("version") == q.version:
+                saved[q.key] = data
+                gates = data.get("gates")
+            # A handed-over query reads sources of its own: it is planned alone.
+            alone = q.key if q.handover is not None else None
+            groups.setdefault(json.dumps([gates, alone], sort_keys=True), []).append(i)
+        for gates_text, members in groups.items():
+            gates = json.loads(gates_text)[0]
+            source_keys: dict[str, str] = {}
+            for i in members:
+                for n, key in queries[i].source_keys.items():
+                    self._ensure_source(key, inputs[declared(inputs, n)], spec)
+                    source_keys[n] = key
+            pairs = []
+            writers = {}
+            for i in members:
+                q, bq = queries[i], bound[i]
+                pairs.append((replace(bq, name=q.key), spec.queries[q.name].sink))
+            plan = plan_queries(pairs)
+            for s in plan.sinks:
+                q = next(queries[i] for i in members if queries[i].key == s.query)
+                writer = open_sink(worker_sink(s.sink), list(s.columns), s.types)
+                q.tee = ResultTee(writer, list(s.columns))
+                frontier = int(saved.get(q.key, {}).get("frontier", NEVER))
+                if q.handover is not None:
+                    frontier = max(frontier, q.handover)
+                writers[s.query] = ResumeFilter(q.tee, frontier) if frontier != NEVER else q.tee
+            used = rt.engine.add_queries(
+                plan,
+                source_keys,
+                writers,
+                None if gates is None else {k: int(v) for k, v in gates.items()},
+                owner=spec.name,
+            )
+            for i in members:
+                q = queries[i]
+                q.gates = {k: v for k, v in used.items() if k in q.source_keys.values()}
+                rt.queries[q.key] = q
+                if q.key in saved:
+                    replay_adjustments(rt, q)
+
+    def stop_query(self, q: RunningQuery) -> None:
+        self.rt.engine.remove_query(q.key)
+        self.rt.queries.pop(q.key, None)
+        if q.tee is not None:
+            q.tee.close_subscribers()
+
+    def _ensure_source(self, key: str, stream: StreamSpec, spec: PipelineSpec) -> None:
+        rt = self.rt
+        if key in rt.sources:
+            return
+        if key in self._handovers:
+            plan, until = self._handovers[key]
+            reader = open_handover(spec, stream, plan, until, rt.catalog, rt.config.batch_rows)
+        else:
+            reader = open_source(stream, spec.time_unit, rt.config.batch_rows, live=True)
+        if hasattr(reader, "positions") and key not in self._handovers:
+            offsets = self.checkpoints.saved_offsets(key)
+            if offsets:
+                reader.seek({int(p): int(o) for p, o in offsets.items()})
+            reader = OffsetTracker(reader)
+        dead = DeadLetterSink(worker_sink(spec.dead_letter))
+        fields = [f.name for f in stream.schema]
+        source = L.Source(
+            stream.name,
+            tuple(L.Field(f.name, f.type, stream.name) for f in stream.schema),
+            stream.is_relation,
+        )
+        rt.engine.add_source(
+            key,
+            source,
+            reader,
+            SourceOptions(stream.is_relation, stream.max_delay, stream.late, stream.heartbeat),
+            DeadLetterRouter(dead, {stream.name: fields}),
+        )
+        rt.sources[key] = RunningSource(key, stream, reader, dead)
+
+    def drop_unread_sources(self) -> None:
+        rt = self.rt
+        for key in [k for k in rt.sources if rt.engine.readers_of(k) == 0]:
+            s = rt.sources.pop(key)
+            rt.engine.remove_source(key)
+            s.reader.close()
+            s.dead_letter.close()
+
+
+def _start_after(gates: dict[str, int]) -> int | None:
+    """The latest gate of a query's sources (None: it reads them from the start)."""
+    live = [g for g in gates.values() if g != NEVER]
+    return max(live) if live else None

@@ -1,0 +1,227 @@
+"""What the HTTP API reads and changes of a worker, as JSON-ready values.
+
+Each function runs on the engine thread (the API hands it over with `Worker.call`), so it sees
+a consistent worker. Unknown pipelines and queries raise KeyError (the API's 404).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import asdict, is_dataclass
+from typing import TYPE_CHECKING, Any
+
+from cq_service.catalog import PipelineControlRecord
+from cq_service.compiler import compile_pipeline
+from cq_service.engine.operators.base import NEVER
+from cq_service.engine.operators.range_window import RangeWindow
+from cq_service.plan.explain import explain
+from cq_service.service.results import ResultTee
+from cq_service.spec.model import LATENCY_BOUNDED_SCHEDULER
+
+if TYPE_CHECKING:
+    from cq_service.service.worker import Worker
+
+__all__ = [
+    "adjust_query",
+    "describe",
+    "explain_pipeline",
+    "metrics_snapshot",
+    "pipeline_control",
+    "query_adjustments",
+    "query_status",
+    "set_pipeline_control",
+    "subscribe",
+    "window_settings",
+]
+
+
+def describe(worker: Worker) -> dict[str, Any]:
+    """Pipelines, their queries with status and counts, their schedulers, the resource
+    manager's view of their budgets, and rejected files."""
+    records = {(r.pipeline, r.name): r for r in worker.catalog.queries()}
+    pipelines: dict[str, Any] = {}
+    for (pipeline, name), r in records.items():
+        p = pipelines.setdefault(pipeline, {"name": pipeline, "queries": {}})
+        p["queries"][name] = query_status(worker, pipeline, name, r)
+    for name, spec in {**worker.pipelines, **worker.spark_jobs.specs}.items():
+        pipelines.setdefault(name, {"name": name, "queries": {}})["file"] = spec.path
+    for path, errors in worker.errors.items():
+        name = worker.file_pipeline.get(path)
+        entry = pipelines.setdefault(name or path, {"name": name or path, "queries": {}})
+        entry["rejected"] = {"file": path, "errors": errors}
+    controls = {c.pipeline: c for c in worker.catalog.pipeline_controls()}
+    for p in pipelines.values():
+        deployments = worker.catalog.deployments(p["name"])
+        p["last_deployment"] = _record_json(deployments[-1]) if deployments else None
+        choice = worker.schedulers.get(p["name"])
+        p["scheduling"] = None if choice is None else choice.to_json()
+        control = controls.get(p["name"])
+        p["control"] = None if control is None else _control_json(control)
+        budget = worker.budgets.states.get(p["name"])
+        p["budget"] = None if budget is None else budget.to_json()
+        p["spark"] = worker.spark_jobs.status(p["name"])  # None: not a runner-spark job
+        archived = worker.archives.last.get(p["name"])  # the scheduled archive's last run
+        p["archive"] = None if archived is None else asdict(archived)
+    return {"pipelines": list(pipelines.values()), "paused": worker.paused}
+
+
+def pipeline_control(worker: Worker, pipeline: str) -> dict[str, Any]:
+    """A deployment's control as stored, and the scheduler it runs with (None: not running)."""
+    _check_known(worker, pipeline)
+    control = worker.catalog.pipeline_control(pipeline)
+    choice = worker.schedulers.get(pipeline)
+    empty = {"scheduler": None, "latency_bound_ms": None, "updated_at": None}
+    return {
+        "pipeline": pipeline,
+        **(empty if control is None else _control_json(control)),
+        "effective": None if choice is None else choice.to_json(),
+    }
+
+
+def set_pipeline_control(
+    worker: Worker, pipeline: str, fields: dict[str, Any], *, merge: bool
+) -> dict[str, Any]:
+    """Change a deployment's control: `fields` replace it (`merge`: only the fields given,
+    and a scheduler other than chain_bounded drops the stored bound)."""
+    _check_known(worker, pipeline)
+    scheduler = fields.get("scheduler")
+    bound = fields.get("latency_bound_ms")
+    stored = worker.catalog.pipeline_control(pipeline) if merge else None
+    if stored is not None:
+        if "scheduler" not in fields:
+            scheduler = stored.scheduler
+        if "latency_bound_ms" not in fields and scheduler == LATENCY_BOUNDED_SCHEDULER:
+            bound = stored.latency_bound_ms
+    worker.set_scheduler(pipeline, scheduler, bound)
+    return pipeline_control(worker, pipeline)
+
+
+def query_status(worker: Worker, pipeline: str, name: str, record: Any = None) -> dict[str, Any]:
+    record = record or worker.catalog.query(pipeline, name)
+    if record is None:
+        raise KeyError(f"{pipeline}/{name}")
+    out = _record_json(record)
+    key = f"{pipeline}/{name}"
+    sink = worker.engine.sinks.get(key)
+    out["running"] = key in worker.queries
+    if sink is not None:
+        out["results"] = sink.written
+        out["frontier"] = None if sink.watermark == NEVER else int(sink.watermark)
+    return out
+
+
+def explain_pipeline(worker: Worker, pipeline: str) -> str:
+    spec = worker.pipelines.get(pipeline)
+    if spec is None:
+        raise KeyError(pipeline)
+    choice = worker.schedulers.get(pipeline) or worker.scheduler_choice(pipeline, spec)
+    text = explain(compile_pipeline(spec).plan, choice.name)
+    settings = {k: v for k, v in window_settings(worker).items() if k[0] == pipeline}
+    if settings:
+        text += "\nadjustable windows now (size, granularity in " + spec.time_unit + "):"
+        for (_, query, item), (size, grain) in sorted(settings.items()):
+            text += f"\n  {query} {item}: [Range {size}]" + (f" Γ({grain})" if grain > 1 else "")
+    return text
+
+
+def subscribe(worker: Worker, pipeline: str, name: str) -> tuple[ResultTee, Any]:
+    q = worker.queries.get(f"{pipeline}/{name}")
+    if q is None or q.tee is None:
+        raise KeyError(f"{pipeline}/{name}")
+    return q.tee, q.tee.subscribe()
+
+
+def metrics_snapshot(worker: Worker) -> dict[str, Any]:
+    """Numbers for /metrics: per-operator queues and synopses, sources, sinks, the worker."""
+    ex = worker.engine.executor
+    ex.memory.sample()
+    sources = {}
+    for key, s in worker.sources.items():
+        op = worker.engine.sources[key]
+        sources[key] = {
+            "elements": op.rows_in,
+            "late": op.late_count,
+            "malformed": op.malformed_count,
+            "dead_lettered": s.dead_letter.count,
+            "lag": int(s.reader.lag()) if hasattr(s.reader, "lag") else 0,
+            "watermark": None if op.watermark == NEVER else int(op.watermark),
+        }
+    statuses = Counter(d.status for d in worker.catalog.deployments())
+    queued = ex.memory.queued
+    latency = {}
+    for key, sink in worker.engine.sinks.items():
+        q = worker.queries.get(key)
+        pipeline, name = (q.pipeline, q.name) if q is not None else key.split("/", 1)
+        h = sink.latency
+        latency[(pipeline, name)] = {
+            "count": h.count,
+            "sum": h.total,
+            "p50": h.quantile(0.5),
+            "p99": h.quantile(0.99),
+            "max": h.max,
+        }
+    return {
+        "queues": {q.name: (q.rows, q.bytes) for q in ex.queues},
+        "synopses": {n: (u.rows, u.bytes) for n, u in ex.memory.synopses.items()},
+        "sources": sources,
+        "sinks": {key: sink.written for key, sink in worker.engine.sinks.items()},
+        "paused": worker.paused,
+        "checkpoints": worker.checkpoints,
+        "adjustments": len(worker.catalog.adjustments()),
+        "deployments": {s: statuses[s] for s in ("applied", "rejected", "removed")},
+        "peak_bytes": ex.memory.peak_total_bytes,
+        "queued": {
+            "rows": queued.rows,
+            "bytes": queued.bytes,
+            "peak_rows": queued.peak_rows,
+            "peak_bytes": queued.peak_bytes,
+            "average_rows": ex.memory.average_queue_rows,
+            "average_bytes": ex.memory.average_queue_bytes,
+        },
+        "latency": latency,
+        "schedulers": {name: c.to_json() for name, c in worker.schedulers.items()},
+        "windows": window_settings(worker),
+        "budgets": {name: st.to_json() for name, st in worker.budgets.states.items()},
+    }
+
+
+def window_settings(worker: Worker) -> dict[tuple[str, str, str], tuple[int, int]]:
+    """(pipeline, query, FROM item) -> (size, granularity) now, of every adjustable window."""
+    return {
+        (op.owner, op.query, op.label): (op.size, op.granularity)
+        for op in worker.engine.executor.operators
+        if isinstance(op, RangeWindow) and op.query is not None
+    }
+
+
+def adjust_query(
+    worker: Worker, pipeline: str, name: str, knob: str, value: int
+) -> dict[str, Any]:
+    made = worker.adjust(pipeline, name, knob, value, reason="api")
+    return {"adjustments": [a.to_json() for a in made]}
+
+
+def query_adjustments(worker: Worker, pipeline: str, name: str) -> list[dict[str, Any]]:
+    if worker.catalog.query(pipeline, name) is None:
+        raise KeyError(f"{pipeline}/{name}")
+    return [_record_json(r) for r in worker.catalog.adjustments(pipeline, query=name)]
+
+
+def _check_known(worker: Worker, pipeline: str) -> None:
+    """A pipeline is known while it runs or while the catalog has its queries."""
+    if pipeline not in worker.pipelines and not worker.catalog.queries(pipeline):
+        raise KeyError(f"pipeline {pipeline}")
+
+
+def _control_json(control: PipelineControlRecord) -> dict[str, Any]:
+    return {
+        "scheduler": control.scheduler,
+        "latency_bound_ms": control.latency_bound_ms,
+        "updated_at": control.updated_at.isoformat(),
+    }
+
+
+def _record_json(record: Any) -> dict[str, Any]:
+    data = asdict(record) if is_dataclass(record) else dict(record)
+    return json.loads(json.dumps(data, default=str))
