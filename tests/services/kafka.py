@@ -2,6 +2,9 @@
 
 The jars come from Maven Central through Maven (`pom.xml` here) into ~/.m2; the broker runs as
 `java -cp ... kafka.Kafka server.properties` with its data, config and logs under the state dir.
+The shared broker listens on 127.0.0.1:19092 (controller 19093); `start` takes other ports for
+a broker of one's own (tests/services/own.py), which `stop` and `start` again on the same ports
+and data.
 """
 
 from __future__ import annotations
@@ -55,6 +58,12 @@ class _Paths:
     """Where one broker keeps its things, under `root` (<state dir>/kafka)."""
 
     root: Path
+    port: int = BROKER_PORT
+    controller_port: int = CONTROLLER_PORT
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{HOST}:{self.port}"
 
     @property
     def data(self) -> Path:
@@ -115,28 +124,34 @@ def answers(bootstrap: str | None = None, timeout_s: float = 3.0) -> bool:
         admin.close()
 
 
-def start(root: Path) -> str:
-    """Ensure the broker runs with its state in `root`; return its bootstrap address."""
-    paths = _Paths(root.resolve())
-    if answers(timeout_s=2.0):
-        return BOOTSTRAP
+def start(
+    root: Path,
+    port: int = BROKER_PORT,
+    controller_port: int = CONTROLLER_PORT,
+    classpath_cache: Path | None = None,
+) -> str:
+    """Ensure the broker runs with its state in `root`, listening on `port` (its controller
+    on `controller_port`); return its bootstrap address. The jars' classpath is cached in
+    `classpath_cache` (default: in `root`)."""
+    paths = _Paths(root.resolve(), port, controller_port)
+    if answers(paths.bootstrap, timeout_s=2.0):
+        return paths.bootstrap
     pid = _running_pid(paths)
     if pid is not None and _wait_until_ready(paths, lambda: _is_ours(pid, paths)):
-        return BOOTSTRAP  # ours, and it was still starting
+        return paths.bootstrap  # ours, and it was still starting
     paths.root.mkdir(parents=True, exist_ok=True)
-    classpath = _classpath(paths)
+    classpath = _classpath(classpath_cache or paths.classpath, paths.root)
     _write_config(paths)
     _format_storage(paths, classpath)
     process = _launch(paths, classpath)
     if not _wait_until_ready(paths, lambda: process.poll() is None):
         raise RuntimeError(f"kafka exited while starting:\n{_tail(paths)}")
-    return BOOTSTRAP
+    return paths.bootstrap
 
 
-def stop(root: Path) -> bool:
-    """Stop the broker started from `root` (SIGTERM, then SIGKILL after a minute).
-
-    Returns whether one was running.
+def stop(root: Path, kill: bool = False) -> bool:
+    """Stop the broker started from `root` (SIGTERM, then SIGKILL after a minute; `kill`:
+    SIGKILL at once, as a crash would). Returns whether one was running.
     """
     paths = _Paths(root.resolve())
     pid = _running_pid(paths)
@@ -144,7 +159,7 @@ def stop(root: Path) -> bool:
         paths.pid.unlink(missing_ok=True)
         return False
     with suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
+        os.kill(pid, signal.SIGKILL if kill else signal.SIGTERM)
     if not _wait_for_exit(pid, STOP_TIMEOUT_S):
         print(f"kafka (pid {pid}) ignored SIGTERM for {STOP_TIMEOUT_S:.0f} s; killing it",
               file=sys.stderr)
@@ -155,16 +170,16 @@ def stop(root: Path) -> bool:
     return True
 
 
-def _classpath(paths: _Paths) -> str:
-    """The broker's classpath, resolved by Maven once per (version, pom) and cached."""
+def _classpath(cache: Path, workdir: Path) -> str:
+    """The broker's classpath, resolved by Maven once per (version, pom) and cached in `cache`."""
     key = hashlib.sha256(_POM.read_bytes() + KAFKA_VERSION.encode()).hexdigest()[:16]
-    if paths.classpath.exists():
-        cached_key, _, classpath = paths.classpath.read_text().partition("\n")
+    if cache.exists():
+        cached_key, _, classpath = cache.read_text().partition("\n")
         jars = classpath.strip().split(os.pathsep)
         if cached_key == key and jars and all(Path(jar).is_file() for jar in jars):
             return classpath.strip()
     print(f"resolving Kafka {KAFKA_VERSION} jars with Maven (into ~/.m2)", file=sys.stderr)
-    output = paths.root / "classpath.mvn.txt"
+    output = workdir / f"classpath.mvn.{os.getpid()}.txt"
     _run([
         "mvn", "-q", "-B", "-f", str(_POM), "dependency:build-classpath",
         f"-Dkafka.version={KAFKA_VERSION}", "-Dmdep.includeScope=runtime",
@@ -172,15 +187,18 @@ def _classpath(paths: _Paths) -> str:
     ])
     classpath = output.read_text().strip()
     output.unlink()
-    paths.classpath.write_text(f"{key}\n{classpath}\n")
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    staged = cache.with_name(f"{cache.name}.{os.getpid()}")
+    staged.write_text(f"{key}\n{classpath}\n")
+    staged.replace(cache)  # whole or not at all: brokers may start in parallel
     return classpath
 
 
 def _write_config(paths: _Paths) -> None:
     values = {
         "host": HOST,
-        "broker_port": BROKER_PORT,
-        "controller_port": CONTROLLER_PORT,
+        "broker_port": paths.port,
+        "controller_port": paths.controller_port,
         "log_dirs": paths.data,
         "log_file": paths.log,
     }
@@ -209,7 +227,8 @@ def _new_cluster_id() -> str:
 
 
 def _launch(paths: _Paths, classpath: str) -> subprocess.Popen[bytes]:
-    print(f"starting kafka {KAFKA_VERSION} on {BOOTSTRAP} (logs: {paths.log})", file=sys.stderr)
+    print(f"starting kafka {KAFKA_VERSION} on {paths.bootstrap} (logs: {paths.log})",
+          file=sys.stderr)
     with paths.console.open("ab") as console:
         process = subprocess.Popen(
             ["java", *JVM_OPTIONS, *_logging_options(paths), "-cp", classpath,
@@ -231,7 +250,7 @@ def _wait_until_ready(paths: _Paths, running: Callable[[], bool]) -> bool:
     while time.monotonic() < deadline:
         if not running():
             return False
-        if answers(timeout_s=2.0):
+        if answers(paths.bootstrap, timeout_s=2.0):
             return True
         time.sleep(0.5)
     raise RuntimeError(f"kafka did not answer within {START_TIMEOUT_S:.0f} s:\n{_tail(paths)}")

@@ -2,7 +2,9 @@
 
 One cluster in <state dir>/postgres, listening on 127.0.0.1:15432 (socket in that dir too), with
 a role `cq` (password `cq`, may create databases) owning a database `cq`. PostgreSQL refuses to
-run as root, so as root the server runs as the `postgres` OS user.
+run as root, so as root the server runs as the `postgres` OS user (and the state dir must be
+where that user can reach it). `start` takes another port for a server of one's own
+(tests/services/own.py), which `stop` and `start` again on the same port and data.
 """
 
 from __future__ import annotations
@@ -15,19 +17,24 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DATABASE_URL", "answers", "start", "stop"]
+__all__ = ["DATABASE_URL", "answers", "database_url", "start", "stop"]
 
 HOST = "127.0.0.1"
 PORT = 15432
 USER = PASSWORD = DATABASE = "cq"
 DATABASE_URL = f"postgresql+psycopg://{USER}:{PASSWORD}@{HOST}:{PORT}/{DATABASE}"
+
+
+def database_url(port: int = PORT) -> str:
+    """The SQLAlchemy URL of the `cq` database of the server on `port`."""
+    return f"postgresql+psycopg://{USER}:{PASSWORD}@{HOST}:{port}/{DATABASE}"
+
 OS_USER = "postgres"  # the server's owner when we are root
 START_TIMEOUT_S = 60
 
 # Test-server settings, rewritten at every start (postgresql.conf includes this file).
 _SETTINGS = {
     "listen_addresses": HOST,
-    "port": PORT,
     "max_connections": 200,  # parallel test workers, each with pools
     "fsync": "off",  # a crash may lose test data: nothing here is worth an fsync
     "synchronous_commit": "off",
@@ -50,6 +57,7 @@ class _Cluster:
 
     root: Path
     bin: Path
+    port: int = PORT
 
     @property
     def data(self) -> Path:
@@ -65,12 +73,12 @@ class _Cluster:
         return ["runuser", "-u", OS_USER, "--", *command] if os.geteuid() == 0 else command
 
 
-def answers(timeout_s: int = 2) -> bool:
+def answers(timeout_s: int = 2, port: int = PORT) -> bool:
     """True when the `cq` role can log in to the `cq` database and run SELECT 1."""
     import psycopg
 
     try:
-        with psycopg.connect(host=HOST, port=PORT, user=USER, password=PASSWORD,
+        with psycopg.connect(host=HOST, port=port, user=USER, password=PASSWORD,
                              dbname=DATABASE, connect_timeout=timeout_s) as connection:
             connection.execute("SELECT 1").fetchone()
         return True
@@ -78,36 +86,40 @@ def answers(timeout_s: int = 2) -> bool:
         return False
 
 
-def start(root: Path) -> str:
-    """Ensure the server runs with its cluster in `root`; return the SQLAlchemy URL of `cq`."""
-    if answers():
-        return DATABASE_URL
-    cluster = _Cluster(root.resolve(), _binaries())
+def start(root: Path, port: int = PORT) -> str:
+    """Ensure the server runs with its cluster in `root`, listening on `port`; return the
+    SQLAlchemy URL of `cq`."""
+    url = database_url(port)
+    if answers(port=port):
+        return url
+    cluster = _Cluster(root.resolve(), _binaries(), port)
     _prepare_dirs(cluster)
     if not (cluster.data / "PG_VERSION").exists():
         _initdb(cluster)
     _write_settings(cluster)
     if not _running(cluster):
-        print(f"starting postgresql on {HOST}:{PORT} (log: {cluster.log})", file=sys.stderr)
+        print(f"starting postgresql on {HOST}:{port} (log: {cluster.log})", file=sys.stderr)
         _run(cluster.tool("pg_ctl", "start", "-w", "-t", str(START_TIMEOUT_S),
                           "-D", str(cluster.data), "-l", str(cluster.log)), cluster)
     _run(cluster.tool("psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", str(cluster.root),
-                      "-p", str(PORT), "-U", OS_USER, "-d", "postgres"),
+                      "-p", str(port), "-U", OS_USER, "-d", "postgres"),
          cluster, stdin=_BOOTSTRAP_SQL)
-    if not answers(timeout_s=5):
-        raise RuntimeError(f"postgresql started but {DATABASE_URL} does not answer")
-    return DATABASE_URL
+    if not answers(timeout_s=5, port=port):
+        raise RuntimeError(f"postgresql started but {url} does not answer")
+    return url
 
 
-def stop(root: Path) -> bool:
-    """Stop the server of the cluster in `root` (pg_ctl stop -m fast); whether one ran."""
+def stop(root: Path, kill: bool = False) -> bool:
+    """Stop the server of the cluster in `root` (pg_ctl stop -m fast; `kill`: -m immediate,
+    as a crash would); whether one ran."""
     data = root.resolve() / "data"
     if not (data / "postmaster.pid").exists():
         return False
     cluster = _Cluster(root.resolve(), _binaries())
     if not _running(cluster):
         return False
-    _run(cluster.tool("pg_ctl", "stop", "-w", "-m", "fast", "-D", str(cluster.data)), cluster)
+    mode = "immediate" if kill else "fast"
+    _run(cluster.tool("pg_ctl", "stop", "-w", "-m", mode, "-D", str(cluster.data)), cluster)
     return True
 
 
@@ -164,7 +176,7 @@ def _initdb(cluster: _Cluster) -> None:
 
 
 def _write_settings(cluster: _Cluster) -> None:
-    settings = {**_SETTINGS, "unix_socket_directories": str(cluster.root)}
+    settings = {**_SETTINGS, "port": cluster.port, "unix_socket_directories": str(cluster.root)}
     lines = [f"{name} = '{value}'" for name, value in settings.items()]
     target = cluster.data / _INCLUDE
     target.write_text("# Written by tests/services/postgres.py at every start.\n"
