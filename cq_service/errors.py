@@ -2,13 +2,27 @@
 
 Every error a user can cause (a bad pipeline file, a CQL syntax or name error, an unsupported
 construct) is a `CQError` with a `Span`; `render()` gives ``FILE:LINE:COL: message``.
+
+A dependency that cannot be reached now — a Kafka broker, the catalog database — is an
+`Unreachable` error carrying an `Outage`: the same call may succeed later, so the worker retries
+it instead of failing (docs/service.md, "When Kafka or the catalog is away").
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
-__all__ = ["AdjustmentError", "CQError", "CQLError", "EngineError", "Span", "SpecError"]
+__all__ = [
+    "AdjustmentError",
+    "CQError",
+    "CQLError",
+    "EngineError",
+    "Outage",
+    "Span",
+    "SpecError",
+    "Unreachable",
+]
 
 
 @dataclass(frozen=True)
@@ -89,3 +103,34 @@ class EngineError(CQError):
 class AdjustmentError(CQError):
     """A window adjustment that cannot be made: no such query or window, a value out of range,
     an instant already past, or a malformed line of an adjustment log."""
+
+
+@dataclass(frozen=True)
+class Outage:
+    """A dependency that cannot be reached now: which (`dependency`, e.g. ``kafka
+    127.0.0.1:9092``), who needs it (`role`, e.g. ``sink topic out``; may be empty), why
+    (`reason`, e.g. ``connection refused``) and since when (`since`, seconds since the epoch)."""
+
+    dependency: str
+    role: str
+    reason: str
+    since: float
+
+    def describe(self) -> str:
+        """``kafka 127.0.0.1:9092: sink topic out: connection refused since 12:03:04 UTC``."""
+        at = time.strftime("%H:%M:%S", time.gmtime(self.since))
+        who = f"{self.role}: " if self.role else ""
+        return f"{self.dependency}: {who}{self.reason} since {at} UTC"
+
+    def again(self, reason: str) -> Outage:
+        """The same outage, still going on, now for `reason` (it keeps its start)."""
+        return Outage(self.dependency, self.role, reason, self.since)
+
+
+class Unreachable(CQError):
+    """A dependency cannot be reached now (`outage` says which and why); the call that raised
+    it may succeed later and is retried, never taken as the user's mistake."""
+
+    def __init__(self, outage: Outage, span: Span | None = None):
+        super().__init__(outage.describe(), span)
+        self.outage = outage

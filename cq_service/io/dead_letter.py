@@ -10,7 +10,8 @@ The file is opened (and truncated) at the first entry, so there is no file when 
 dead-lettered; a file left by an earlier run at the same path is removed when the sink is
 created, so the file exists exactly when this run dead-lettered something. The spec may also
 be ``stdout``, ``blackhole`` (count only) or ``kafka`` (each entry one message on `topic`,
-acknowledged by the broker when the sink is flushed).
+acknowledged by the broker when the sink is flushed; while the broker is away the entries are
+kept, `flush` raises `Unreachable` and `outage` says why, as for Kafka result sinks).
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ import sys
 from collections.abc import Iterable
 from typing import Any, BinaryIO
 
+from cq_service.errors import Outage
 from cq_service.io.base import DeadRecord, LateElement, SinkError, json_safe
-from cq_service.io.kafka import KafkaWriter, bootstrap_servers
+from cq_service.io.kafka_client import bootstrap_servers
+from cq_service.io.kafka_sink import KafkaWriter
 from cq_service.spec.model import SinkSpec
 
 __all__ = ["DeadLetterSink"]
@@ -53,7 +56,10 @@ class DeadLetterSink:
             if not opts.get("topic") or opts.get("key"):
                 raise SinkError("a kafka dead-letter sink takes a topic and no key", spec.span)
             servers = bootstrap_servers(opts.get("bootstrap_servers"))
-            self._kafka = KafkaWriter(servers, opts.get("producer"), span=spec.span)
+            self._kafka = KafkaWriter(
+                servers, opts.get("producer"), span=spec.span,
+                role=f"dead-letter topic {opts['topic']}",
+            )  # fmt: skip
         elif spec.type not in ("stdout", "blackhole"):
             raise SinkError(f"unsupported dead-letter sink {spec.type!r}", spec.span)
 
@@ -61,6 +67,29 @@ class DeadLetterSink:
     def count(self) -> int:
         """Entries written so far."""
         return self._count
+
+    @property
+    def outage(self) -> Outage | None:
+        """Why a kafka dead-letter topic cannot take entries now (None: it can, or not kafka)."""
+        return None if self._kafka is None else self._kafka.outage
+
+    @property
+    def dependency(self) -> str | None:
+        return None if self._kafka is None else self._kafka.dependency
+
+    @property
+    def pending(self) -> tuple[int, int]:
+        """Entries (and bytes) written but not acknowledged yet (kafka only)."""
+        return (0, 0) if self._kafka is None else self._kafka.pending
+
+    @property
+    def flush_timeout(self) -> float | None:
+        return None if self._kafka is None else self._kafka.flush_timeout
+
+    @flush_timeout.setter
+    def flush_timeout(self, seconds: float) -> None:
+        if self._kafka is not None:
+            self._kafka.flush_timeout = seconds
 
     @property
     def path(self) -> str | None:

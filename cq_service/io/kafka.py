@@ -1,22 +1,25 @@
 """Kafka sources and sinks: one JSON object per message, read and written with kafka-python.
 
+This module is the reader and the package's Kafka face (the names below are re-exported): the
+sink and its producer are in kafka_sink.py, decoding and time per partition in
+kafka_messages.py, what every client shares in kafka_client.py.
+
 Source (``type: kafka``): every partition of `topic` is assigned to this one reader (manual
 assignment; the consumer group is used only to commit offsets). Values are decoded and checked
-against the stream's schema exactly as jsonl file lines are (`records.JsonObjects`,
-`records.RecordLayout`); `key: field` fills that schema field from the message key (UTF-8 text,
-converted like a csv field), `time: record` fills the stream's `timestamp` field from the
-message timestamp. A message that does not fit is sent, with its original key and bytes and
-headers giving the reason and where it came from, to the dead-letter topic (acknowledged before
-the reader moves on), and reported in the chunk's `dead` list.
+against the stream's schema exactly as jsonl file lines are (`MessageDecoder`); `key: field`
+fills that schema field from the message key, `time: record` fills the stream's `timestamp`
+field from the message timestamp. A message that does not fit is sent, with its original key
+and bytes and headers giving the reason and where it came from, to the dead-letter topic
+(acknowledged before the reader moves on), and reported in the chunk's `dead` list.
 
 Time is kept per partition (`PartitionClock`): each chunk says which partition each element
 came from, and gives the stream's heartbeat, the minimum over the partitions still holding time
 back. `live=False` reads up to the end offsets as of opening, then ends; `live=True` follows
 the topic, returning empty chunks while nothing is new, and picks up partitions added later.
 
-Sink (``type: kafka``): one message per element, the value the element's DESIGN §5 object
-(`sinks.json_lines`, so byte for byte a jsonl line without its newline), the key optional;
-acks=all, and `flush` returns only once every message sent so far is acknowledged.
+Under ``cq serve`` a broker outage is expected, not fatal: the reader and the writers tell
+retriable errors (brokers that cannot be reached now) from permanent ones, raise `Unreachable`
+for the first and report an `outage` until the brokers answer again.
 
 kafka-python is imported when a client is made, not with this module, so ``cq`` commands that
 do not touch Kafka do not pay for it. docs/kafka.md is the user's guide.
@@ -24,35 +27,39 @@ do not touch Kafka do not pay for it. docs/kafka.md is the user's guide.
 
 from __future__ import annotations
 
-import json
-import os
-import threading
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
-from cq_service.errors import CQError, Span
+from cq_service.errors import CQError, Outage, Unreachable
 from cq_service.io.base import (
     DeadRecord,
     RawChunk,
-    Sink,
-    SinkError,
     SourceError,
     SourceReader,
-    json_safe,
-    register_sink,
     register_source,
 )
-from cq_service.io.records import NOT_UTF8, JsonObjects, RecordLayout
-from cq_service.io.sinks import json_lines
-from cq_service.spec.loader import KAFKA_SINK_OPTIONS, KAFKA_SOURCE_OPTIONS
-from cq_service.spec.model import TIME_UNITS, SinkSpec, StreamSpec
-from cq_service.types import DataType
+from cq_service.io.kafka_client import (
+    API_VERSION,
+    BOOTSTRAP_ENV,
+    CLIENT_DEFAULTS,
+    DEFAULT_BOOTSTRAP,
+    OWN_CONSUMER,
+    bootstrap_servers,
+    check_settings,
+    dependency_name,
+    describe_kafka_error,
+    is_retriable,
+    outage_of,
+)
+from cq_service.io.kafka_messages import MessageDecoder, Messages, PartitionClock
+from cq_service.io.kafka_sink import KafkaSink, KafkaWriter
+from cq_service.io.reachability import Backoff, Probe
+from cq_service.spec.loader import KAFKA_SOURCE_OPTIONS
+from cq_service.spec.model import StreamSpec
 
 __all__ = [
     "API_VERSION",
@@ -67,440 +74,19 @@ __all__ = [
     "bootstrap_servers",
 ]
 
-# Kafka 4 removed the oldest protocol versions (KIP-896), and kafka-python left to guess may
-# still send one of them (dpkp/kafka-python#2679, DESIGN §9): every client pins this.
-API_VERSION = (3, 9)
-BOOTSTRAP_ENV = "CQ_KAFKA_BOOTSTRAP"
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
-
 STARTS = ("earliest", "latest", "committed")
 TIMES = ("value", "record")
 DEFAULT_IDLE_TIMEOUT = 5.0  # seconds
-
-# Settings the reader and the writers own: `consumer:` / `producer:` may not change them.
-_OWN_CONSUMER = frozenset(
-    {
-        "bootstrap_servers",
-        "api_version",
-        "group_id",
-        "enable_auto_commit",
-        "auto_offset_reset",
-        "key_deserializer",
-        "value_deserializer",
-        "max_poll_records",
-        "allow_auto_create_topics",
-        "consumer_timeout_ms",
-    }
-)
-_OWN_PRODUCER = frozenset(
-    {"bootstrap_servers", "api_version", "acks", "key_serializer", "value_serializer"}
-)
 
 _IDLE_POLL_MS = 50  # live: how long one read waits for new records
 _END_POLL_MS = 200  # not live: one poll while reading up to the end offsets
 _STALL_S = 60.0  # not live: no record for this long although the end is not reached: error
 _REFRESH_S = 5.0  # live: how often to look for partitions added to the topic
-_FLUSH_S = 120.0  # how long a flush may wait for the broker's acknowledgements
-_SLICE = 1 << 16
-NONE = np.iinfo(np.int64).min
-
-
-def bootstrap_servers(
-    option: str | Sequence[str] | None, environ: Mapping[str, str] | None = None
-) -> list[str]:
-    """The brokers to contact: the `bootstrap_servers` option (``host:port``, several
-    comma-separated or as a list), else $CQ_KAFKA_BOOTSTRAP, else 127.0.0.1:9092."""
-    value: str | Sequence[str] | None = option
-    if value is None:
-        env = os.environ if environ is None else environ
-        value = env.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP
-    items = value.split(",") if isinstance(value, str) else list(value)
-    return [s.strip() for s in items if s.strip()]
-
-
-def _check_settings(
-    settings: Mapping[str, Any], known: Collection[str], own: Collection[str], what: str
-) -> str | None:
-    """A reason if `settings` (a `consumer:`/`producer:` mapping) has keys kafka-python does
-    not know or that cq sets itself."""
-    if not isinstance(settings, Mapping):
-        return f"{what} settings must be a mapping"
-    taken = sorted(k for k in settings if k in own)
-    if taken:
-        return f"{what} setting(s) {', '.join(taken)} are set by cq and cannot be changed"
-    unknown = sorted(k for k in settings if k not in known)
-    if unknown:
-        return (
-            f"unknown {what} setting(s): {', '.join(unknown)} (see kafka-python's K{what.title()})"
-        )
-    return None
-
-
-# -- writing --------------------------------------------------------------------------------------
-
-
-class KafkaWriter:
-    """A producer (acks=all) that knows whether everything it sent was acknowledged.
-
-    `send` hands a message to the producer's batches; `flush` blocks until the broker has
-    acknowledged every message sent so far and raises `error` if any failed (then every later
-    flush fails too: the caller must not go on as if they had been written)."""
-
-    def __init__(
-        self,
-        servers: Sequence[str],
-        settings: Mapping[str, Any] | None = None,
-        *,
-        error: type[CQError] = SinkError,
-        span: Span | None = None,
-    ):
-        from kafka import KafkaProducer
-        from kafka.errors import KafkaError
-
-        self._error, self._span = error, span
-        settings = dict(settings or {})
-        reason = _check_settings(settings, KafkaProducer.DEFAULT_CONFIG, _OWN_PRODUCER, "producer")
-        if reason:
-            raise error(reason, span)
-        try:
-            self._producer = KafkaProducer(
-                bootstrap_servers=list(servers), api_version=API_VERSION, acks="all", **settings
-            )
-        except KafkaError as e:
-            raise error(f"cannot connect to Kafka at {','.join(servers)}: {e}", span) from None
-        self._done = threading.Condition()
-        self._sent = 0
-        self._acked = 0
-        self._failure: BaseException | None = None
-        self._closed = False
-
-    def send(
-        self,
-        topic: str,
-        value: bytes | None,
-        key: bytes | None = None,
-        headers: list[tuple[str, bytes]] | None = None,
-    ) -> None:
-        from kafka.errors import KafkaError
-
-        try:
-            future = self._producer.send(topic, value=value, key=key, headers=headers)
-        except KafkaError as e:
-            raise self._error(f"cannot send to Kafka topic {topic!r}: {e}", self._span) from None
-        self._sent += 1
-        future.add_both(self._completed)
-
-    def _completed(self, result: Any) -> None:
-        with self._done:
-            self._acked += 1
-            if isinstance(result, BaseException) and self._failure is None:
-                self._failure = result
-            self._done.notify_all()
-
-    def flush(self) -> None:
-        """Block until every message sent so far is acknowledged; raise if any was not."""
-        from kafka.errors import KafkaError
-
-        try:
-            self._producer.flush(timeout=_FLUSH_S)
-        except KafkaError as e:
-            raise self._error(f"Kafka did not acknowledge messages: {e}", self._span) from None
-        with self._done:
-            complete = self._done.wait_for(lambda: self._acked >= self._sent, timeout=_FLUSH_S)
-            failure = self._failure
-        if failure is not None:
-            raise self._error(f"Kafka rejected a message: {failure}", self._span)
-        if not complete:
-            raise self._error(
-                f"Kafka acknowledged {self._acked} of {self._sent} messages within {_FLUSH_S:g} s",
-                self._span,
-            )
-
-    def close(self) -> None:
-        """Close the producer (without flushing: call `flush` first to know the outcome)."""
-        if not self._closed:
-            self._closed = True
-            self._producer.close(timeout=_FLUSH_S)
-
-
-def _without_newline(lines: pa.Array) -> list[bytes]:
-    """The bytes of each line of a string array of newline-terminated lines, without it."""
-    return pc.utf8_slice_codeunits(lines, 0, -1).cast(pa.binary()).to_pylist()
-
-
-def _key_text(value: Any) -> bytes | None:
-    value = json_safe(value)
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    return json.dumps(value).encode("utf-8")
-
-
-@register_sink("kafka")
-class KafkaSink(Sink):
-    """Each element as one message: the value its DESIGN §5 JSON object (``_ts``, ``_op``,
-    the columns), the key the `key` columns' values (one column: its value as text, a string
-    as it is; several: a JSON array; no `key`: no key). Options: ``topic``,
-    ``bootstrap_servers``, ``key``, ``producer`` (kafka-python KafkaProducer settings)."""
-
-    def __init__(self, spec: SinkSpec, names: Sequence[str], types: Sequence[DataType]):
-        super().__init__(spec, names, types)
-        opts = spec.options
-        unknown = sorted(set(opts) - set(KAFKA_SINK_OPTIONS))
-        if unknown:
-            raise SinkError(f"unknown kafka sink option(s): {', '.join(unknown)}", spec.span)
-        topic = opts.get("topic")
-        if not isinstance(topic, str) or not topic:
-            raise SinkError("a kafka sink needs a topic", spec.span)
-        self.topic = topic
-        key = opts.get("key") or []
-        key = [key] if isinstance(key, str) else list(key)
-        missing = [k for k in key if k not in self.names]
-        if missing:
-            raise SinkError(
-                f"kafka sink key column(s) {', '.join(map(repr, missing))} are not in the "
-                f"query's result (its columns: {', '.join(self.names)})",
-                spec.span,
-            )
-        self._key_index = [self.names.index(k) for k in key]
-        self._writer = KafkaWriter(
-            bootstrap_servers(opts.get("bootstrap_servers")),
-            opts.get("producer"),
-            error=SinkError,
-            span=spec.span,
-        )
-
-    def _write(self, ts: np.ndarray, ops: np.ndarray, columns: Sequence[pa.Array]) -> None:
-        for start in range(0, len(ts), _SLICE):
-            stop = start + _SLICE
-            cols = [c.slice(start, _SLICE) for c in columns]
-            values = _without_newline(json_lines(ts[start:stop], ops[start:stop], cols, self.names))
-            for value, key in zip(values, self._keys(cols, len(values))):
-                self._writer.send(self.topic, value, key)
-
-    def _keys(self, columns: Sequence[pa.Array], n: int) -> list[bytes | None]:
-        if not self._key_index:
-            return [None] * n
-        picked = [columns[i].to_pylist() for i in self._key_index]
-        if len(picked) == 1:
-            return [_key_text(v) for v in picked[0]]
-        return [
-            json.dumps(json_safe(list(row)), ensure_ascii=False, separators=(",", ":")).encode()
-            for row in zip(*picked)
-        ]
-
-    def flush(self) -> None:
-        """Block until the broker has acknowledged every element written; SinkError if not."""
-        self._writer.flush()
-
-    def _close(self) -> None:
-        try:
-            self._writer.flush()
-        finally:
-            self._writer.close()
-
-
-# -- time per partition ---------------------------------------------------------------------------
-
-
-class PartitionClock:
-    """The heartbeat of a source read from several partitions (docs/kafka.md, "Time").
-
-    A partition's bound is its latest timestamp − max_delay − 1 (nothing before it has
-    delivered). The heartbeat is the smallest bound among the partitions that hold time back,
-    and never goes down. A partition stops holding time back once it has been caught up (at
-    its end offset) for `idle` seconds without delivering, and holds it again as soon as it
-    delivers; when no partition holds time back, the heartbeat is the largest bound. With
-    arrival-order timestamps (`arrival`) every later element is later anyway: the heartbeat is
-    the latest timestamp − max_delay − 1."""
-
-    def __init__(self, max_delay: int, arrival: bool = False):
-        self.max_delay = max_delay
-        self.arrival = arrival
-        self.latest: dict[int, int] = {}
-        self._caught_up_since: dict[int, float] = {}
-        self._heartbeat = NONE
-
-    def observe(self, partition: np.ndarray, ts: np.ndarray) -> None:
-        """Elements delivered: their partitions and timestamps."""
-        if len(ts) == 0:
-            return
-        for p in np.unique(partition).tolist():
-            top = int(ts[partition == p].max())
-            self.latest[p] = max(self.latest.get(p, NONE), top)
-            self._caught_up_since.pop(p, None)
-
-    def update(self, caught_up: Mapping[int, bool], now: float, idle: float) -> int | None:
-        """The heartbeat, given which partitions are caught up now (None: none yet)."""
-        bounds = {p: m - self.max_delay - 1 for p, m in self.latest.items()}
-        if self.arrival:
-            beat = max(bounds.values(), default=NONE)
-        else:
-            holding = []
-            for p, up in caught_up.items():
-                if up:
-                    since = self._caught_up_since.setdefault(p, now)
-                    if now - since >= idle:
-                        continue
-                else:
-                    self._caught_up_since.pop(p, None)
-                holding.append(bounds.get(p, NONE))
-            beat = min(holding) if holding else max(bounds.values(), default=NONE)
-        self._heartbeat = max(self._heartbeat, beat)
-        return None if self._heartbeat == NONE else self._heartbeat
-
-
-# -- reading --------------------------------------------------------------------------------------
-
-
-def _text(value: bytes | None) -> str:
-    return "" if value is None else value.decode("utf-8", errors="replace")
-
-
-class Messages:
-    """Kafka messages as columns: partition, offset, key, value and timestamp (ms since the
-    epoch, -1 if none) of each. A poll's are flattened in partition order (each partition's in
-    offset order); `of` takes messages read some other way (e.g. Spark's Kafka connector)."""
-
-    def __init__(self, records: Mapping[Any, Sequence[Any]]):
-        self.partition: list[int] = []
-        self.offset: list[int] = []
-        self.key: list[bytes | None] = []
-        self.value: list[bytes | None] = []
-        self.timestamp: list[int] = []
-        for tp in sorted(records, key=lambda t: t.partition):
-            for r in records[tp]:
-                self.partition.append(tp.partition)
-                self.offset.append(r.offset)
-                self.key.append(r.key)
-                self.value.append(r.value)
-                self.timestamp.append(r.timestamp)
-
-    @classmethod
-    def of(
-        cls,
-        partition: Sequence[int],
-        offset: Sequence[int],
-        key: Sequence[bytes | None],
-        value: Sequence[bytes | None],
-        timestamp: Sequence[int],
-    ) -> Messages:
-        messages = cls({})
-        messages.partition, messages.offset = list(partition), list(offset)
-        messages.key, messages.value = list(key), list(value)
-        messages.timestamp = list(timestamp)
-        return messages
-
-    def __len__(self) -> int:
-        return len(self.value)
-
-
+_CALL_MS = 2000  # live: the longest a call to the broker (positions, end offsets) may block
 _Polled = Messages
 
 
-class MessageDecoder:
-    """Kafka messages -> a stream's elements, exactly as `KafkaReader` decodes them (values as
-    jsonl lines are, `key` and `time: record` as documented above). `cq archive` decodes with it
-    too, so the archive holds the elements the engine sees."""
-
-    def __init__(self, stream: StreamSpec, time_unit: str):
-        opts = stream.source.options
-        self.stream = stream
-        self.topic: str = opts["topic"]
-        self.key_field: str | None = opts.get("key")
-        self.record_time = opts.get("time", "value") == "record"
-        self.layout = RecordLayout(stream, time_unit, f"kafka:{self.topic}")
-        self._json = JsonObjects(self.layout)
-        self._unit_ns = TIME_UNITS[time_unit]
-
-    def decode(
-        self, polled: Messages, positions: np.ndarray
-    ) -> tuple[RawChunk, list[DeadRecord]]:
-        """The elements of `polled` (`positions`: each message's arrival-order timestamp), with
-        `record` the offset and `partition` set, and its dead records located as
-        ``kafka:<topic>/<partition>`` at their offset; also those dead records with `record` the
-        message's index in `polled` (for the dead-letter topic)."""
-        n = len(polled)
-        dead: list[tuple[int, str]] = []
-        ok: list[int] = []
-        keys: list[str | None] = [None] * n
-        for i, value in enumerate(polled.value):
-            if value is None:
-                dead.append((i, "no value (a tombstone)"))
-                continue
-            key = polled.key[i]
-            if self.key_field is not None and key is not None:
-                try:
-                    keys[i] = key.decode("utf-8")
-                except UnicodeDecodeError:
-                    dead.append((i, f"key: {NOT_UTF8}"))
-                    continue
-            ok.append(i)
-        texts = [polled.value[i] for i in ok]
-        values, rows, bad = self._parse(texts)
-        ok_index = np.asarray(ok, dtype=np.int64)
-        parsed = ok_index[rows]
-        if self.key_field is not None:
-            values[self.key_field] = pa.array([keys[i] for i in parsed.tolist()], pa.string())
-        if self.record_time:
-            assert self.stream.timestamp is not None
-            values[self.stream.timestamp] = self._record_times(polled, parsed)
-        dead.extend((int(ok_index[k]), reason) for k, reason in bad)
-        chunk = self.layout.assemble(
-            values,
-            len(parsed),
-            parsed,
-            np.asarray(positions, dtype=np.int64)[parsed],
-            lambda j: _text(polled.value[int(parsed[j])]),
-            [(i, reason, _text(polled.value[i])) for i, reason in dead],
-        )
-        index = chunk.record
-        located = RawChunk(
-            chunk.columns,
-            chunk.ts,
-            chunk.ops,
-            np.asarray(polled.offset, dtype=np.int64)[index],
-            [
-                replace(
-                    d,
-                    file=f"kafka:{self.topic}/{polled.partition[d.record]}",
-                    record=polled.offset[d.record],
-                )
-                for d in chunk.dead
-            ],
-            partition=np.asarray(polled.partition, dtype=np.int32)[index],
-        )
-        return located, chunk.dead
-
-    def _parse(self, texts: list[bytes]) -> tuple[dict[str, Any], np.ndarray, list]:
-        """JSON values -> field values: all at once when they can be lines of one block."""
-        if texts:
-            data = b"\n".join(texts) + b"\n"
-            if data.count(b"\n") == len(texts) and b"\r" not in data:
-                values = self._json.fast(data, len(texts))
-                if values is not None:
-                    return values, np.arange(len(texts), dtype=np.int64), []
-        # json.loads would take bytes in UTF-16 or UTF-32 too: a value must be UTF-8.
-        utf8, bad = [], []
-        for k, text in enumerate(texts):
-            try:
-                text.decode("utf-8")
-            except UnicodeDecodeError:
-                bad.append((k, NOT_UTF8))
-            else:
-                utf8.append(k)
-        values, rows, more = self._json.slow([texts[k] for k in utf8])
-        index = np.asarray(utf8, dtype=np.int64)
-        return values, index[rows], bad + [(int(index[k]), reason) for k, reason in more]
-
-    def _record_times(self, polled: Messages, rows: np.ndarray) -> pa.Array:
-        """Message timestamps (ms since the epoch) of `rows` in time_unit, rounded down."""
-        ms = np.asarray(polled.timestamp, dtype=np.int64)[rows]
-        missing = ms < 0
-        ns = ms * 1_000_000
-        values = ns // self._unit_ns
-        return pa.array(values, pa.int64(), mask=missing if missing.any() else None)
+# -- reading -----------------------------------------------------------------------------------
 
 
 @register_source("kafka")
@@ -509,7 +95,15 @@ class KafkaReader(SourceReader):
 
     Besides `read`, the worker uses it for at-least-once delivery: `positions`, `seek`,
     `commit`, `committed`, `pause`/`resume`/`paused`, `lag`. Positions are the next offset to
-    read per partition, i.e. just after the last message a `read` returned."""
+    read per partition, i.e. just after the last message a `read` returned.
+
+    Live, it rides out a broker outage: every call to the brokers is bounded and its errors are
+    told apart — retriable ones (the brokers cannot be reached, a request timed out) make the
+    reader *away* (`outage`), others are SourceErrors. While away, reads return nothing and no
+    partition counts as caught up (so none turns idle and time does not move on); a TCP probe
+    tells when the brokers accept connections again, then the end offsets are asked afresh
+    (spaced by a backoff) before reading resumes where it stopped. `positions` and `lag`
+    answer from what was last known meanwhile; `commit` raises `Unreachable`."""
 
     def __init__(
         self,
@@ -542,6 +136,20 @@ class KafkaReader(SourceReader):
         self._next_position = 0  # arrival-order timestamps: records read so far
         self._refreshed = time.monotonic()
         self._dead_writer: KafkaWriter | None = None
+        # Outages (live): what the worker reads, and how the reader finds the brokers again.
+        self.dependency = dependency_name(self.servers)
+        self.role = f"source topic {self.topic}"
+        self.outage: Outage | None = None
+        self.flush_timeout: float | None = None  # the dead-letter producer's (None: default)
+        self._probe = Probe(self.servers)
+        self._retry = Backoff(first=0.5, cap=5.0)
+        self._retry_at = 0.0
+        self._known: dict[int, int] = {}  # partition -> next offset to read, as last known
+        self._end_hint: dict[int, int] = {}  # end offsets asked when the brokers came back
+        self._lag = 0
+        self._delivering = False  # the last poll returned messages: the brokers answer
+        if not self._probe.check_now():
+            raise Unreachable(self._outage(self._probe.reason), self._span)
         partitions = self._describe_topic(settings)
         self._consumer = self._open_consumer(settings)
         try:
@@ -576,7 +184,7 @@ class KafkaReader(SourceReader):
         from kafka import KafkaConsumer
 
         settings = opts.get("consumer") or {}
-        reason = _check_settings(settings, KafkaConsumer.DEFAULT_CONFIG, _OWN_CONSUMER, "consumer")
+        reason = check_settings(settings, KafkaConsumer.DEFAULT_CONFIG, OWN_CONSUMER, "consumer")
         if reason:
             raise SourceError(f"{name}: {reason}", span)
 
@@ -584,7 +192,11 @@ class KafkaReader(SourceReader):
         from kafka import KafkaConsumer
         from kafka.errors import KafkaError
 
-        config = {"metadata_max_age_ms": int(_REFRESH_S * 1000), **settings}
+        config = {
+            "metadata_max_age_ms": int(_REFRESH_S * 1000),
+            **CLIENT_DEFAULTS["consumer"],
+            **settings,
+        }
         try:
             return KafkaConsumer(
                 bootstrap_servers=self.servers,
@@ -597,10 +209,7 @@ class KafkaReader(SourceReader):
                 **config,
             )
         except KafkaError as e:
-            raise SourceError(
-                f"{self.stream.name}: cannot connect to Kafka at {','.join(self.servers)}: {e}",
-                self._span,
-            ) from None
+            raise self._failure(e, f"cannot connect to Kafka at {','.join(self.servers)}") from None
 
     def _describe_topic(self, settings: Mapping[str, Any]) -> list[int]:
         """The topic's partitions, asked with an admin client: it gives up on an unreachable
@@ -613,18 +222,15 @@ class KafkaReader(SourceReader):
         where = ",".join(self.servers)
         try:
             admin = KafkaAdminClient(
-                bootstrap_servers=self.servers, api_version=API_VERSION, **shared
-            )
+                bootstrap_servers=self.servers, api_version=API_VERSION,
+                **{**CLIENT_DEFAULTS["admin"], **shared},
+            )  # fmt: skip
         except KafkaError as e:
-            raise SourceError(
-                f"{self.stream.name}: cannot reach Kafka at {where}: {e}", self._span
-            ) from None
+            raise self._failure(e, f"cannot reach Kafka at {where}") from None
         try:
             [info] = admin.describe_topics([self.topic])
         except KafkaError as e:
-            raise SourceError(
-                f"{self.stream.name}: cannot describe Kafka topic {self.topic!r}: {e}", self._span
-            ) from None
+            raise self._failure(e, f"cannot describe Kafka topic {self.topic!r}") from None
         finally:
             admin.close()
         code = info.get("error_code", 0)
@@ -647,7 +253,12 @@ class KafkaReader(SourceReader):
         return TopicPartition(self.topic, partition)
 
     def _topic_partitions(self) -> list[int]:
-        return sorted(self._consumer.partitions_for_topic(self.topic) or ())
+        from kafka.errors import KafkaError
+
+        try:
+            return sorted(self._consumer.partitions_for_topic(self.topic) or ())
+        except KafkaError as e:
+            raise self._failure(e, f"cannot list the partitions of {self.topic!r}") from None
 
     def _assign(self, new: Sequence[int], initial: bool = False) -> None:
         """Add partitions to the assignment; they start per `start` when the reader opens,
@@ -659,6 +270,8 @@ class KafkaReader(SourceReader):
                 self._seek_start(p)
             else:
                 self._consumer.seek_to_beginning(self._tp(p))
+        for p in new:
+            self._position(p)  # known from now on, for `positions` during an outage
         if self._paused and new:
             self._consumer.pause(*[self._tp(p) for p in new])
 
@@ -668,20 +281,102 @@ class KafkaReader(SourceReader):
             self._consumer.seek_to_end(tp)
             return
         if self.start == "committed":
-            offset = self._consumer.committed(tp)
+            offset = self._committed(partition)
             if offset is not None:
                 self._consumer.seek(tp, offset)
                 return
         self._consumer.seek_to_beginning(tp)
 
+    def _call_ms(self) -> int | None:
+        """How long a call to the brokers may block: bounded live (the engine waits for it),
+        as long as it takes for `cq run`."""
+        return _CALL_MS if self.live else None
+
     def _end_offsets(self, partitions: Sequence[int]) -> dict[int, int]:
+        from kafka.errors import KafkaError
+
         if not partitions:
             return {}
-        ends = self._consumer.end_offsets([self._tp(p) for p in partitions])
+        try:
+            ends = self._consumer.end_offsets(
+                [self._tp(p) for p in partitions], timeout_ms=self._call_ms()
+            )
+        except KafkaError as e:
+            raise self._failure(e, f"cannot ask the end offsets of {self.topic!r}") from None
         return {tp.partition: int(off) for tp, off in ends.items()}
 
     def _position(self, partition: int) -> int:
-        return int(self._consumer.position(self._tp(partition)))
+        from kafka.errors import KafkaError
+
+        try:
+            position = self._consumer.position(self._tp(partition), timeout_ms=self._call_ms())
+        except KafkaError as e:
+            raise self._failure(e, f"cannot get the position in {self.topic!r}") from None
+        if position is None:
+            raise Unreachable(
+                self._went_away(f"no position in partition {partition} within {_CALL_MS} ms"),
+                self._span,
+            )
+        self._known[partition] = int(position)
+        return int(position)
+
+    def _committed(self, partition: int) -> int | None:
+        from kafka.errors import KafkaError
+
+        try:
+            return self._consumer.committed(self._tp(partition), timeout_ms=self._call_ms())
+        except KafkaError as e:
+            raise self._failure(e, f"cannot read the committed offsets of {self.topic!r}") from None
+
+    # -- outages
+
+    def _outage(self, reason: str) -> Outage:
+        return outage_of(reason, self.servers, self.role, None, self.outage)
+
+    def _went_away(self, reason: str) -> Outage:
+        """Count the brokers as away (for `reason`); try them again after a backoff."""
+        self.outage = self._outage(reason)
+        self._end_hint.clear()
+        self._retry_at = time.monotonic() + self._retry.next()
+        return self.outage
+
+    def _failure(self, error: BaseException, what: str) -> CQError:
+        """The error to raise for a kafka-python `error` while doing `what`: `Unreachable` for a
+        retriable one (and the reader is away), else a SourceError."""
+        if is_retriable(error):
+            reason = describe_kafka_error(error)
+            if not self._probe.check_now():
+                reason = self._probe.reason
+            return Unreachable(self._went_away(reason), self._span)
+        return SourceError(f"{self.stream.name}: {what}: {error}", self._span)
+
+    def _available(self) -> bool:
+        """Live: whether the brokers can be read now. While away, they are tried again (after
+        the backoff) once the probe finds them accepting connections: the end offsets they
+        give then are taken as fresh, so no partition counts as caught up on what was known
+        before the outage."""
+        now = time.monotonic()
+        if self.outage is None and self._delivering:
+            return True
+        reachable = self._probe.check(now)
+        if self.outage is None:
+            if reachable is False:
+                self._went_away(self._probe.reason)
+                return False
+            return True
+        if reachable is False:
+            self.outage = self.outage.again(self._probe.reason)
+            return False
+        if reachable is None or now < self._retry_at:
+            return False
+        try:
+            ends = self._end_offsets(self._partitions)
+        except Unreachable:
+            return False
+        self._end_hint = ends
+        self.outage = None
+        self._retry.reset()
+        return True
 
     # -- reading
 
@@ -690,9 +385,21 @@ class KafkaReader(SourceReader):
             raise SourceError(f"{self.stream.name}: read from a closed Kafka source", self._span)
         if not self.live:
             return self._read_to_end()
-        self._refresh_partitions()
-        chunk = self._chunk(self._poll(_IDLE_POLL_MS))
-        return self._with_heartbeat(chunk, self._caught_up(), self.idle_timeout)
+        nothing = {p: False for p in self._partitions}
+        if not self._available():
+            return self._with_heartbeat(self._chunk(_Polled({})), nothing, self.idle_timeout)
+        try:
+            self._refresh_partitions()
+            chunk = self._chunk(self._poll(_IDLE_POLL_MS))
+        except Unreachable:
+            self._delivering = False
+            return self._with_heartbeat(self._chunk(_Polled({})), nothing, self.idle_timeout)
+        self._delivering = len(chunk) > 0 or bool(chunk.dead)
+        try:
+            caught_up = self._caught_up()
+        except Unreachable:
+            caught_up = nothing
+        return self._with_heartbeat(chunk, caught_up, self.idle_timeout)
 
     def _read_to_end(self) -> RawChunk | None:
         """Not live: the next records below the end offsets as of opening; None after them."""
@@ -732,9 +439,7 @@ class KafkaReader(SourceReader):
         try:
             records = self._consumer.poll(timeout_ms=timeout_ms, max_records=self.batch_rows)
         except KafkaError as e:
-            raise SourceError(
-                f"{self.stream.name}: cannot read Kafka topic {self.topic!r}: {e}", self._span
-            ) from None
+            raise self._failure(e, f"cannot read Kafka topic {self.topic!r}") from None
         if not self.live:
             records = self._below_end(records)
         return _Polled(records)
@@ -769,10 +474,15 @@ class KafkaReader(SourceReader):
         unknown = []
         for p in self._partitions:
             high = self._consumer.highwater(self._tp(p))
-            if high is None:
-                unknown.append(p)
+            hint = self._end_hint.get(p)  # after an outage: the end then, until a fetch is newer
+            if hint is not None and high is not None and high >= hint:
+                del self._end_hint[p]
+                hint = None
+            ends = [e for e in (high, hint) if e is not None]
+            if ends:
+                out[p] = self._position(p) >= max(ends)
             else:
-                out[p] = self._position(p) >= high
+                unknown.append(p)
         for p, end in self._end_offsets(unknown).items():
             out[p] = self._position(p) >= end
         return out
@@ -784,15 +494,37 @@ class KafkaReader(SourceReader):
         return replace(chunk, heartbeat=beat)
 
     def _chunk(self, polled: _Polled) -> RawChunk:
-        """Decode one poll's messages; send the malformed ones to the dead-letter topic."""
+        """Decode one poll's messages; send the malformed ones to the dead-letter topic. If the
+        brokers cannot take them now, the poll is undone (Unreachable): its messages are read
+        again later."""
         n = len(polled)
         positions = self._next_position + np.arange(n, dtype=np.int64)
-        self._next_position += n
         chunk, dead = self._decoder.decode(polled, positions)
-        self._dead_letter(polled, dead)
+        try:
+            self._dead_letter(polled, dead)
+        except Unreachable as e:
+            self._undo(polled)
+            self._went_away(e.outage.reason)
+            raise
+        self._next_position += n
         assert chunk.partition is not None
         self._clock.observe(chunk.partition, chunk.ts)
+        if n:
+            parts = np.asarray(polled.partition)
+            offsets = np.asarray(polled.offset, dtype=np.int64)
+            for p in np.unique(parts).tolist():
+                self._known[p] = max(self._known.get(p, 0), int(offsets[parts == p].max()) + 1)
         return chunk
+
+    def _undo(self, polled: _Polled) -> None:
+        """Seek back to the first message of a poll; forget its dead letters not acknowledged
+        (they are sent again when it is read again)."""
+        parts = np.asarray(polled.partition)
+        offsets = np.asarray(polled.offset, dtype=np.int64)
+        for p in np.unique(parts).tolist():
+            self._consumer.seek(self._tp(p), int(offsets[parts == p].min()))
+        if self._dead_writer is not None:
+            self._dead_writer.abandon()
 
     def _dead_letter(self, polled: _Polled, dead: Sequence[DeadRecord]) -> None:
         """Send malformed messages to the dead-letter topic and wait for the broker's
@@ -804,8 +536,11 @@ class KafkaReader(SourceReader):
 
             shared = {k: v for k, v in self._settings.items() if k in KafkaProducer.DEFAULT_CONFIG}
             self._dead_writer = KafkaWriter(
-                self.servers, shared, error=SourceError, span=self._span
-            )
+                self.servers, shared, error=SourceError, span=self._span,
+                role=f"dead-letter topic {self.dead_letter_topic}",
+            )  # fmt: skip
+            if self.flush_timeout is not None:
+                self._dead_writer.flush_timeout = self.flush_timeout
         for d in dead:
             i = d.record
             headers = [
@@ -821,8 +556,14 @@ class KafkaReader(SourceReader):
     # -- the worker's controls
 
     def positions(self) -> dict[int, int]:
-        """The next offset to read in each assigned partition."""
-        return {p: self._position(p) for p in self._partitions}
+        """The next offset to read in each assigned partition (while the brokers are away: as
+        last known, i.e. just after the last message read)."""
+        if self.outage is None:
+            try:
+                return {p: self._position(p) for p in self._partitions}
+            except Unreachable:
+                pass
+        return {p: self._known[p] for p in self._partitions if p in self._known}
 
     def seek(self, offsets: Mapping[int, int]) -> None:
         """Read on from these offsets; partitions not given start per `start`."""
@@ -839,8 +580,10 @@ class KafkaReader(SourceReader):
         for p in self._partitions:
             if p in offsets:
                 self._consumer.seek(self._tp(p), int(offsets[p]))
+                self._known[p] = int(offsets[p])
             else:
                 self._seek_start(p)
+                self._position(p)
         self._finished.clear()
         if not self._paused:
             self._consumer.resume(*[self._tp(p) for p in self._partitions])
@@ -853,14 +596,15 @@ class KafkaReader(SourceReader):
 
         if not self.group:
             raise SourceError(f"{self.stream.name}: commit needs a consumer group", self._span)
+        if self.outage is not None:
+            raise Unreachable(self.outage, self._span)
         try:
             self._consumer.commit(
-                {self._tp(p): OffsetAndMetadata(int(o), metadata, -1) for p, o in offsets.items()}
+                {self._tp(p): OffsetAndMetadata(int(o), metadata, -1) for p, o in offsets.items()},
+                timeout_ms=self._call_ms(),
             )
         except KafkaError as e:
-            raise SourceError(
-                f"{self.stream.name}: cannot commit offsets of {self.topic!r}: {e}", self._span
-            ) from None
+            raise self._failure(e, f"cannot commit offsets of {self.topic!r}") from None
 
     def committed(self) -> dict[int, int]:
         """The group's committed offsets, for the partitions that have one."""
@@ -868,7 +612,7 @@ class KafkaReader(SourceReader):
             return {}
         out = {}
         for p in self._partitions:
-            offset = self._consumer.committed(self._tp(p))
+            offset = self._committed(p)
             if offset is not None:
                 out[p] = int(offset)
         return out
@@ -890,9 +634,18 @@ class KafkaReader(SourceReader):
 
     def lag(self) -> int:
         """Messages behind the end: the end offsets now (not live: as of opening) minus the
-        positions."""
-        ends = self._end_at_open if not self.live else self._end_offsets(self._partitions)
-        return sum(max(0, ends.get(p, 0) - pos) for p, pos in self.positions().items())
+        positions (while the brokers are away: as last known)."""
+        if not self.live:
+            ends = self._end_at_open
+        elif self.outage is not None:
+            return self._lag
+        else:
+            try:
+                ends = self._end_offsets(self._partitions)
+            except Unreachable:
+                return self._lag
+        self._lag = sum(max(0, ends.get(p, 0) - pos) for p, pos in self.positions().items())
+        return self._lag
 
     def close(self) -> None:
         if self._closed:
@@ -902,6 +655,7 @@ class KafkaReader(SourceReader):
             if self._dead_writer is not None:
                 self._dead_writer.close()
         finally:
+            self._probe.close()
             consumer = getattr(self, "_consumer", None)
             if consumer is not None:
-                consumer.close(autocommit=False)
+                consumer.close(autocommit=False, timeout_ms=_CALL_MS)

@@ -1,0 +1,140 @@
+"""What every Kafka client cq makes shares: the protocol pin, the brokers' address, the settings
+cq owns or chooses, and how a kafka-python error is told apart — a broker that cannot be
+reached now (retried) from a request the broker refuses for good (an error).
+
+kafka-python is imported when a client is made, not with this module.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+from cq_service.errors import Outage
+from cq_service.io.reachability import Probe
+
+__all__ = [
+    "API_VERSION",
+    "BOOTSTRAP_ENV",
+    "CLIENT_DEFAULTS",
+    "DEFAULT_BOOTSTRAP",
+    "OWN_CONSUMER",
+    "OWN_PRODUCER",
+    "bootstrap_servers",
+    "check_settings",
+    "dependency_name",
+    "describe_kafka_error",
+    "is_retriable",
+    "outage_of",
+]
+
+# Kafka 4 removed the oldest protocol versions (KIP-896), and kafka-python left to guess may
+# still send one of them (dpkp/kafka-python#2679, DESIGN §9): every client pins this.
+API_VERSION = (3, 9)
+BOOTSTRAP_ENV = "CQ_KAFKA_BOOTSTRAP"
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+
+# Settings the reader and the writers own: `consumer:` / `producer:` may not change them.
+OWN_CONSUMER = frozenset(
+    {
+        "bootstrap_servers",
+        "api_version",
+        "group_id",
+        "enable_auto_commit",
+        "auto_offset_reset",
+        "key_deserializer",
+        "value_deserializer",
+        "max_poll_records",
+        "allow_auto_create_topics",
+        "consumer_timeout_ms",
+    }
+)
+OWN_PRODUCER = frozenset(
+    {"bootstrap_servers", "api_version", "acks", "key_serializer", "value_serializer"}
+)
+
+# Defaults cq chooses (a `consumer:` / `producer:` setting wins): after a broker comes back,
+# reconnect within a second rather than kafka-python's 30 s backoff ceiling; a producer's send
+# never blocks the engine for long waiting for metadata (kafka-python: 60 s).
+CLIENT_DEFAULTS: dict[str, dict[str, int]] = {
+    "consumer": {"reconnect_backoff_max_ms": 1000},
+    "producer": {"reconnect_backoff_max_ms": 1000, "max_block_ms": 5000},
+    "admin": {"reconnect_backoff_max_ms": 1000},
+}
+
+
+def bootstrap_servers(
+    option: str | Sequence[str] | None, environ: Mapping[str, str] | None = None
+) -> list[str]:
+    """The brokers to contact: the `bootstrap_servers` option (``host:port``, several
+    comma-separated or as a list), else $CQ_KAFKA_BOOTSTRAP, else 127.0.0.1:9092."""
+    value: str | Sequence[str] | None = option
+    if value is None:
+        env = os.environ if environ is None else environ
+        value = env.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return [s.strip() for s in items if s.strip()]
+
+
+def dependency_name(servers: Sequence[str]) -> str:
+    """How readiness reports and metrics name the brokers: ``kafka 127.0.0.1:9092``."""
+    return f"kafka {','.join(servers)}"
+
+
+def check_settings(
+    settings: Mapping[str, Any], known: Collection[str], own: Collection[str], what: str
+) -> str | None:
+    """A reason if `settings` (a `consumer:`/`producer:` mapping) has keys kafka-python does
+    not know or that cq sets itself."""
+    if not isinstance(settings, Mapping):
+        return f"{what} settings must be a mapping"
+    taken = sorted(k for k in settings if k in own)
+    if taken:
+        return f"{what} setting(s) {', '.join(taken)} are set by cq and cannot be changed"
+    unknown = sorted(k for k in settings if k not in known)
+    if unknown:
+        return (
+            f"unknown {what} setting(s): {', '.join(unknown)} (see kafka-python's K{what.title()})"
+        )
+    return None
+
+
+def is_retriable(error: BaseException) -> bool:
+    """Whether a kafka-python error (or an OS error on its sockets) may go away by itself: a
+    broker that is down, restarting or electing leaders, a request that timed out."""
+    from kafka.errors import KafkaConnectionError, KafkaTimeoutError
+
+    if isinstance(error, OSError | KafkaConnectionError | KafkaTimeoutError):
+        return True
+    return bool(getattr(error, "retriable", False)) or type(error).__name__ in (
+        "NoBrokersAvailable",
+        "NodeNotReadyError",
+    )
+
+
+def describe_kafka_error(error: BaseException) -> str:
+    """A short reason: ``connection refused`` for the usual ECONNREFUSED, else the error."""
+    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if "ECONNREFUSED" in text or "Connection refused" in text:
+        return "connection refused"
+    name = type(error).__name__
+    return text if text.startswith(name) else f"{name}: {text}"
+
+
+def outage_of(
+    reason: str,
+    servers: Sequence[str],
+    role: str,
+    probe: Probe | None,
+    previous: Outage | None,
+) -> Outage:
+    """The outage of brokers that failed a request for `reason` — in plainer words when the
+    probe finds they do not even accept connections (``connection refused``); it keeps the
+    start of the `previous` one."""
+    if probe is not None and not probe.check_now():
+        reason = probe.reason
+    if previous is not None:
+        return previous.again(reason)
+    return Outage(dependency_name(servers), role, reason, time.time())

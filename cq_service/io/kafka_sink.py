@@ -1,0 +1,427 @@
+"""Writing to Kafka: a producer that keeps every message until the broker acknowledged it
+(`KafkaWriter`), and query results as messages (`KafkaSink`, ``type: kafka``).
+
+`KafkaWriter.send` hands a message to kafka-python's producer (acks=all, idempotent) and keeps
+it; `flush` waits until every message kept is acknowledged and forgets them. While the brokers
+cannot be reached, nothing is lost and the engine is not held up:
+
+- a flush waits at most `flush_timeout` seconds *without any acknowledgement* (a healthy broker
+  working through a backlog keeps acknowledging, so it is waited for), then raises
+  `Unreachable` naming the brokers and why (``connection refused`` when they do not accept
+  connections) and the writer counts as away (`outage`);
+- while away, `send` only keeps messages (in order), and each later flush first probes the
+  brokers (a TCP connect, answered at once when refused) and raises `Unreachable` again until
+  they answer; then it hands the kept messages to the producer and waits for them;
+- a message the producer gave up on (a delivery timeout while the broker was away) is sent
+  again, with every later message not acknowledged yet, by a new producer and in the original
+  order; a message the broker refuses for good (too large, not authorised) is an `error` and
+  every later flush raises it too.
+
+`pending` is what is kept (messages and bytes): the caller bounds it (the worker pauses its
+sources when its sinks hold too much).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
+from contextlib import suppress
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cq_service.errors import CQError, Outage, Span, Unreachable
+from cq_service.io.base import Sink, SinkError, json_safe, register_sink
+from cq_service.io.kafka_client import (
+    API_VERSION,
+    CLIENT_DEFAULTS,
+    OWN_PRODUCER,
+    bootstrap_servers,
+    check_settings,
+    dependency_name,
+    describe_kafka_error,
+    is_retriable,
+    outage_of,
+)
+from cq_service.io.reachability import Probe
+from cq_service.io.sinks import json_lines
+from cq_service.spec.loader import KAFKA_SINK_OPTIONS
+from cq_service.spec.model import SinkSpec
+from cq_service.types import DataType
+
+__all__ = ["FLUSH_TIMEOUT_S", "KafkaSink", "KafkaWriter"]
+
+FLUSH_TIMEOUT_S = 120.0  # default: how long a flush waits without any acknowledgement
+_SLICE_S = 0.05  # a flush looks at the acknowledgements this often
+_SLICE = 1 << 16  # results encoded at a time
+
+
+class _Message:
+    """A message kept until acknowledged: `acked` once the broker acknowledged it; `round` is
+    the producer it was handed to (a replaced producer's callbacks no longer count)."""
+
+    __slots__ = ("acked", "headers", "key", "round", "size", "topic", "value")
+
+    def __init__(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        headers: list[tuple[str, bytes]] | None,
+    ):
+        self.topic, self.value, self.key, self.headers = topic, value, key, headers
+        self.size = len(value or b"") + len(key or b"")
+        self.acked = False
+        self.round = 0
+
+    def again(self) -> _Message:
+        return _Message(self.topic, self.value, self.key, self.headers)
+
+
+class KafkaWriter:
+    """A producer (acks=all) that keeps what it sent until acknowledged (see the module doc).
+
+    `role` says what it writes (``sink topic out``) in outage reports; `error` is the class of
+    the errors it raises for messages refused for good."""
+
+    def __init__(
+        self,
+        servers: Sequence[str],
+        settings: Mapping[str, Any] | None = None,
+        *,
+        error: type[CQError] = SinkError,
+        span: Span | None = None,
+        role: str = "producer",
+    ):
+        from kafka import KafkaProducer
+
+        self._error, self._span = error, span
+        self.servers = list(servers)
+        self.role = role
+        self.dependency = dependency_name(self.servers)
+        self.flush_timeout = FLUSH_TIMEOUT_S
+        settings = dict(settings or {})
+        reason = check_settings(settings, KafkaProducer.DEFAULT_CONFIG, OWN_PRODUCER, "producer")
+        if reason:
+            raise error(reason, span)
+        self._settings = {**CLIENT_DEFAULTS["producer"], **settings}
+        self._probe = Probe(self.servers)
+        self._handed: deque[_Message] = deque()  # given to the producer, oldest first
+        self._kept: deque[_Message] = deque()  # not given yet (the brokers were away)
+        self._bytes = 0
+        self._lock = threading.Lock()  # the producer's callbacks come from its I/O thread
+        self._acked = 0  # acknowledgements so far (progress, for `flush`)
+        self._failed: list[BaseException] = []  # what the producer gave up on, this round
+        self._round = 0  # producers made so far
+        self._refused: BaseException | None = None  # a message refused for good
+        self.outage: Outage | None = None
+        self._closed = False
+        self._producer: Any = None
+        self._producer = self._new_producer()
+
+    def _new_producer(self) -> Any:
+        from kafka import KafkaProducer
+        from kafka.errors import KafkaError
+
+        self._round += 1
+        try:
+            return KafkaProducer(
+                bootstrap_servers=self.servers, api_version=API_VERSION, acks="all",
+                **self._settings,
+            )  # fmt: skip
+        except KafkaError as e:
+            if is_retriable(e):
+                raise Unreachable(self._away(describe_kafka_error(e)), self._span) from None
+            raise self._error(
+                f"cannot connect to Kafka at {','.join(self.servers)}: {e}", self._span
+            ) from None
+
+    # -- sending --------------------------------------------------------------------------------
+
+    def send(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> None:
+        """Keep a message and hand it to the producer (only keep it while the brokers are
+        away: a later `flush` hands it over)."""
+        message = _Message(topic, value, key, headers)
+        self._bytes += message.size
+        if self.outage is not None or self._kept or not self._hand(message):
+            self._kept.append(message)
+
+    def _hand(self, message: _Message) -> bool:
+        """Give `message` to the producer; False (and away) if the brokers cannot take it now."""
+        from kafka.errors import KafkaError
+
+        try:
+            future = self._producer.send(
+                message.topic, value=message.value, key=message.key, headers=message.headers
+            )
+        except KafkaError as e:
+            if is_retriable(e):
+                self._away(describe_kafka_error(e))
+                return False
+            self._bytes -= message.size
+            raise self._error(
+                f"cannot send to Kafka topic {message.topic!r}: {e}", self._span
+            ) from None
+        message.round = self._round
+        self._handed.append(message)
+        future.add_both(self._settled, message)
+        return True
+
+    def _settled(self, message: _Message, result: Any) -> None:
+        """The producer's callback (from its I/O thread): the message's fate."""
+        with self._lock:
+            if message.round != self._round:
+                return  # a replaced producer's: the message was kept again
+            self._acked += 1
+            if isinstance(result, BaseException):
+                self._failed.append(result)
+            else:
+                message.acked = True
+
+    # -- flushing -------------------------------------------------------------------------------
+
+    @property
+    def pending(self) -> tuple[int, int]:
+        """Messages (and their bytes of keys and values) not acknowledged yet."""
+        self._trim()
+        return len(self._handed) + len(self._kept), self._bytes
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Return once every message sent so far is acknowledged. Raises `Unreachable` when
+        the brokers are away or acknowledge nothing for `timeout` seconds (default
+        `flush_timeout`), the writer's `error` for a message refused for good."""
+        from kafka.errors import KafkaError
+
+        timeout = self.flush_timeout if timeout is None else timeout
+        self._check_refused()
+        if self.outage is not None or self._kept or self._failed:
+            self._resume()
+        progress, acked = time.monotonic(), self._acked
+        while True:
+            self._trim()
+            self._check_failures()
+            if not self._handed:
+                break
+            with suppress(KafkaError):  # KafkaTimeoutError: not all acknowledged yet
+                self._producer.flush(timeout=_SLICE_S)
+            if self._acked != acked:
+                progress, acked = time.monotonic(), self._acked
+            elif time.monotonic() - progress >= timeout:
+                n = len(self._handed)
+                reason = f"{n} messages not acknowledged for {timeout:g} s"
+                raise Unreachable(self._away(reason), self._span)
+        self.outage = None
+
+    def _resume(self) -> None:
+        """After an outage: once the brokers accept connections, send again what the producer
+        gave up on and hand over what was kept, in order. Unreachable while they do not."""
+        if not self._probe.check_now():
+            raise Unreachable(self._away(self._probe.reason, probe=False), self._span)
+        self._trim()
+        if self._failed:
+            self._replace_producer()
+        while self._kept:
+            if not self._hand(self._kept[0]):
+                assert self.outage is not None
+                raise Unreachable(self.outage, self._span)
+            self._kept.popleft()
+
+    def _replace_producer(self) -> None:
+        """A new producer, and every handed message not acknowledged back in front of the
+        kept ones (as new messages: the old producer's callbacks no longer count)."""
+        old, self._producer = self._producer, None
+        with self._lock:
+            self._round += 1
+            self._failed.clear()
+            again = [m.again() for m in self._handed if not m.acked]
+            self._bytes -= sum(m.size for m in self._handed if m.acked)
+            self._handed.clear()
+        self._kept.extendleft(reversed(again))
+        _close_quietly(old)
+        self._producer = self._new_producer()
+
+    def _trim(self) -> None:
+        """Forget the acknowledged messages at the front."""
+        handed = self._handed
+        while handed and handed[0].acked:
+            self._bytes -= handed.popleft().size
+
+    def _check_refused(self) -> None:
+        """Raise the writer's `error` for a message refused for good (now and for ever after)."""
+        if self._refused is None:
+            with self._lock:
+                failed = list(self._failed)
+            self._refused = next((e for e in failed if not is_retriable(e)), None)
+        if self._refused is not None:
+            raise self._error(f"Kafka rejected a message: {self._refused}", self._span)
+
+    def _check_failures(self) -> None:
+        """`_check_refused`, and `Unreachable` for a message the producer gave up on (it is
+        sent again once the brokers answer)."""
+        self._check_refused()
+        if self._failed:
+            raise Unreachable(self._away(describe_kafka_error(self._failed[0])), self._span)
+
+    def _away(self, reason: str, probe: bool = True) -> Outage:
+        """Count the brokers as away, for `reason`; the outage."""
+        self.outage = outage_of(
+            reason, self.servers, self.role, self._probe if probe else None, self.outage
+        )
+        return self.outage
+
+    # -- closing --------------------------------------------------------------------------------
+
+    def abandon(self) -> None:
+        """Forget every message not acknowledged yet (whoever sent them sends them again):
+        the producer is replaced; the writer stays away until a flush succeeds."""
+        old, self._producer = self._producer, None
+        with self._lock:
+            self._round += 1
+            self._failed.clear()
+            self._handed.clear()
+        self._kept.clear()
+        self._bytes = 0
+        _close_quietly(old)
+        self._producer = self._new_producer()
+
+    def close(self) -> None:
+        """Close the producer (without flushing: call `flush` first to know the outcome;
+        what is not acknowledged by then is dropped)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._probe.close()
+        if self._producer is not None:
+            self._trim()
+            waiting = bool(self._handed) and self.outage is None
+            self._producer.close(timeout=self.flush_timeout if waiting else 0)
+
+
+def _close_quietly(producer: Any) -> None:
+    """Close a producer being dropped, at once; what it still held is sent again or not
+    needed, so its errors do not matter."""
+    from kafka.errors import KafkaError
+
+    if producer is not None:
+        with suppress(KafkaError, OSError):
+            producer.close(timeout=0)
+
+
+# -- results as messages -----------------------------------------------------------------------
+
+
+def _without_newline(lines: pa.Array) -> list[bytes]:
+    """The bytes of each line of a string array of newline-terminated lines, without it."""
+    return pc.utf8_slice_codeunits(lines, 0, -1).cast(pa.binary()).to_pylist()
+
+
+def _key_text(value: Any) -> bytes | None:
+    value = json_safe(value)
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    return json.dumps(value).encode("utf-8")
+
+
+@register_sink("kafka")
+class KafkaSink(Sink):
+    """Each element as one message: the value its DESIGN §5 JSON object (``_ts``, ``_op``,
+    the columns), the key the `key` columns' values (one column: its value as text, a string
+    as it is; several: a JSON array; no `key`: no key). Options: ``topic``,
+    ``bootstrap_servers``, ``key``, ``producer`` (kafka-python KafkaProducer settings)."""
+
+    def __init__(self, spec: SinkSpec, names: Sequence[str], types: Sequence[DataType]):
+        super().__init__(spec, names, types)
+        opts = spec.options
+        unknown = sorted(set(opts) - set(KAFKA_SINK_OPTIONS))
+        if unknown:
+            raise SinkError(f"unknown kafka sink option(s): {', '.join(unknown)}", spec.span)
+        topic = opts.get("topic")
+        if not isinstance(topic, str) or not topic:
+            raise SinkError("a kafka sink needs a topic", spec.span)
+        self.topic = topic
+        key = opts.get("key") or []
+        key = [key] if isinstance(key, str) else list(key)
+        missing = [k for k in key if k not in self.names]
+        if missing:
+            raise SinkError(
+                f"kafka sink key column(s) {', '.join(map(repr, missing))} are not in the "
+                f"query's result (its columns: {', '.join(self.names)})",
+                spec.span,
+            )
+        self._key_index = [self.names.index(k) for k in key]
+        self._writer = KafkaWriter(
+            bootstrap_servers(opts.get("bootstrap_servers")),
+            opts.get("producer"),
+            error=SinkError,
+            span=spec.span,
+            role=f"sink topic {topic}",
+        )
+
+    def _write(self, ts: np.ndarray, ops: np.ndarray, columns: Sequence[pa.Array]) -> None:
+        for start in range(0, len(ts), _SLICE):
+            stop = start + _SLICE
+            cols = [c.slice(start, _SLICE) for c in columns]
+            values = _without_newline(json_lines(ts[start:stop], ops[start:stop], cols, self.names))
+            for value, key in zip(values, self._keys(cols, len(values))):
+                self._writer.send(self.topic, value, key)
+
+    def _keys(self, columns: Sequence[pa.Array], n: int) -> list[bytes | None]:
+        if not self._key_index:
+            return [None] * n
+        picked = [columns[i].to_pylist() for i in self._key_index]
+        if len(picked) == 1:
+            return [_key_text(v) for v in picked[0]]
+        return [
+            json.dumps(json_safe(list(row)), ensure_ascii=False, separators=(",", ":")).encode()
+            for row in zip(*picked)
+        ]
+
+    def flush(self) -> None:
+        """Block until the broker has acknowledged every element written: `Unreachable` when
+        it cannot be reached or acknowledges nothing for `flush_timeout` seconds (the elements
+        are kept and a later flush sends them), SinkError if it refused one for good."""
+        self._writer.flush()
+
+    # What the worker watches (docs/service.md, "When Kafka or the catalog is away").
+
+    @property
+    def flush_timeout(self) -> float:
+        """How long a flush waits without any acknowledgement (120 s unless set)."""
+        return self._writer.flush_timeout
+
+    @flush_timeout.setter
+    def flush_timeout(self, seconds: float) -> None:
+        self._writer.flush_timeout = seconds
+
+    @property
+    def dependency(self) -> str:
+        return self._writer.dependency
+
+    @property
+    def outage(self) -> Outage | None:
+        """Why the brokers cannot take this sink's elements now (None: they can)."""
+        return self._writer.outage
+
+    @property
+    def pending(self) -> tuple[int, int]:
+        """Elements (and bytes) written but not acknowledged by the broker yet."""
+        return self._writer.pending
+
+    def _close(self) -> None:
+        try:
+            self._writer.flush()
+        finally:
+            self._writer.close()
