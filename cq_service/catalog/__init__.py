@@ -8,7 +8,7 @@ or ``sqlite:///.cq/catalog.db``), PostgreSQL by URL. Importing this package regi
 """
 
 from cq_service.catalog.database import ENV_VAR, default_url, head_revision
-from cq_service.catalog.exceptions import CatalogError, CatalogInputError
+from cq_service.catalog.exceptions import CatalogError, CatalogInputError, CatalogUnavailable
 from cq_service.catalog.records import (
     AdjustmentRecord,
     ArchiveState,
@@ -32,6 +32,7 @@ __all__ = [
     "CatalogError",
     "CatalogInputError",
     "CatalogRelationReader",
+    "CatalogUnavailable",
     "Checkpoint",
     "DeploymentRecord",
     "PipelineControlRecord",

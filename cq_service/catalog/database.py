@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 # Alembic is imported where it is used: it takes a third of a second, and only migrations need it.
 
 __all__ = [
+    "CONNECT_TIMEOUT_S",
     "DEFAULT_SQLITE_PATH",
     "ENV_VAR",
     "MIGRATIONS",
@@ -40,11 +41,13 @@ __all__ = [
     "make_engine",
     "normalize_url",
     "shown_url",
+    "unreachable_reason",
     "upgrade",
 ]
 
 ENV_VAR = "CQ_CATALOG"
 DEFAULT_SQLITE_PATH = ".cq/catalog.db"
+CONNECT_TIMEOUT_S = 2.0  # PostgreSQL: connecting, and a request unanswered on a connection
 MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
 
 
@@ -91,15 +94,25 @@ def _sqlite_file(url: URL) -> Path | None:
     return Path(db)
 
 
-def make_engine(url: str, *, create: bool = True) -> Engine:
+def make_engine(url: str, *, create: bool = True, timeout: float = CONNECT_TIMEOUT_S) -> Engine:
     """An engine for the catalog at `url`.
 
     For a SQLite file, `create` makes its folder if missing (False: a missing file is an
     error rather than a new, empty catalog). SQLite connections wait up to 10 s for a lock
-    and use write-ahead logging, so a worker can read while `cq relation` writes."""
+    and use write-ahead logging, so a worker can read while `cq relation` writes.
+
+    PostgreSQL connections are checked before use (a server restarted meanwhile is
+    reconnected to), give up connecting after `timeout` seconds, and drop a connection whose
+    requests go unacknowledged that long (a server gone without closing it), so a call to a
+    database that went away fails within seconds rather than hanging."""
     parsed = normalize_url(url)
     if parsed.get_backend_name() != "sqlite":
-        return create_engine(parsed, pool_pre_ping=True)
+        seconds = max(1, round(timeout))
+        return create_engine(
+            parsed,
+            pool_pre_ping=True,
+            connect_args={"connect_timeout": seconds, "tcp_user_timeout": seconds * 1000},
+        )
     path = _sqlite_file(parsed)
     if path is not None:
         if not path.exists() and not create:
@@ -150,6 +163,26 @@ def describe(error: Exception) -> str:
     orig = getattr(error, "orig", None)
     text = str(orig if orig is not None else error).strip()
     return text.splitlines()[0] if text else type(error).__name__
+
+
+def unreachable_reason(message: str) -> str:
+    """A database driver's message about a connection, in a few plain words."""
+    lowered = message.lower()
+    for phrase, reason in (
+        ("connection refused", "connection refused"),
+        ("timeout expired", "connection timed out"),
+        ("timed out", "connection timed out"),
+        ("shutting down", "the database is shutting down"),
+        ("starting up", "the database is starting up"),
+        ("terminating connection", "the connection was closed by the server"),
+        ("server closed the connection", "the connection was closed by the server"),
+        ("connection is closed", "the connection was closed"),
+        ("could not translate host name", "cannot resolve the host"),
+        ("database is locked", "the database is locked"),
+    ):
+        if phrase in lowered:
+            return reason
+    return message
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:

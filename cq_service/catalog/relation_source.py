@@ -13,6 +13,9 @@ Finite (``cq run``, `live` False): a snapshot of the rows there when the reader 
 then None. Live (``cq serve``): the snapshot, then every row added since (id greater than the
 last seen), polling the catalog at most every `POLL_SECONDS`; an empty chunk when nothing is
 new. `follows_clock` tells the engine to move this source's time with the other sources'.
+While the catalog cannot be reached, a live read returns an empty chunk and `outage` says why;
+it looks again every `POLL_SECONDS` and goes on from the last row it read (rows added
+meanwhile arrive late, at the time they are read, as any row does).
 """
 
 from __future__ import annotations
@@ -25,9 +28,10 @@ from collections.abc import Collection
 import numpy as np
 import pyarrow as pa
 
-from cq_service.catalog.exceptions import CatalogError
+from cq_service.catalog.exceptions import CatalogError, CatalogUnavailable
 from cq_service.catalog.records import RelationRowRecord
 from cq_service.catalog.repository import Catalog
+from cq_service.errors import Outage
 from cq_service.io.base import RawChunk, SourceError, SourceReader, register_source
 from cq_service.io.records import OP_FIELD, RecordLayout
 from cq_service.spec.model import StreamSpec
@@ -86,6 +90,8 @@ class CatalogRelationReader(SourceReader):
         )
 
     def read(self) -> RawChunk | None:
+        if self.live and self.catalog.outage is not None and time.monotonic() < self._next_poll:
+            return self._empty
         try:
             if not self._snapshot_done:
                 chunk = self._read_snapshot()
@@ -96,7 +102,19 @@ class CatalogRelationReader(SourceReader):
                 return None
             return self._poll()
         except CatalogError as e:
+            if self.live and isinstance(e, CatalogUnavailable):  # look again later
+                self._next_poll = time.monotonic() + POLL_SECONDS
+                return self._empty
             raise SourceError(f"{self.stream.name}: {e.message}", self.stream.source.span) from None
+
+    @property
+    def outage(self) -> Outage | None:
+        """Why the catalog could not be read the last time (None: it could)."""
+        return self.catalog.outage
+
+    @property
+    def dependency(self) -> str:
+        return self.catalog.dependency
 
     def _read_snapshot(self) -> RawChunk | None:
         if self._snapshot_end is None:

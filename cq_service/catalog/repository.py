@@ -3,7 +3,9 @@
 ``Catalog(url)`` opens the catalog at a SQLAlchemy URL (see `database`); each method runs in a
 transaction of its own and returns plain values (`records`), never ORM objects. Database errors
 become `CatalogError`; a request that cannot be right (an unknown query, a bad status, a row
-that is not JSON) is a `CatalogInputError`.
+that is not JSON) is a `CatalogInputError`; a database that cannot be reached now (refused,
+timed out, connection lost, shutting down or starting up) is `CatalogUnavailable`, and
+`outage` says so until a call succeeds again (`ping` is the cheapest such call).
 
 Control fields and redeploys (`upsert_query`): a query's weight, qos and memory_budget may come
 from the pipeline file and may be changed at run time through `set_control`. The catalog keeps
@@ -21,19 +23,21 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, func, or_, select
+from sqlalchemy import and_, delete, func, or_, select, text
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from cq_service.catalog import database
 from cq_service.catalog import models as m
-from cq_service.catalog.exceptions import CatalogError, CatalogInputError
+from cq_service.catalog.exceptions import CatalogError, CatalogInputError, CatalogUnavailable
 from cq_service.catalog.records import (
     AdjustmentRecord,
     ArchiveState,
@@ -46,6 +50,7 @@ from cq_service.catalog.records import (
     StatsRecord,
 )
 from cq_service.catalog.spec_json import stream_json
+from cq_service.errors import Outage
 from cq_service.spec.model import LATENCY_BOUNDED_SCHEDULER, SCHEDULERS, StreamSpec
 
 __all__ = ["Catalog"]
@@ -57,12 +62,21 @@ _CONTROLS = ("weight", "qos", "memory_budget")
 class Catalog:
     """The catalog at `url` (default: `database.default_url()`).
 
-    `create=False` refuses to make a new SQLite file (readers should not create catalogs)."""
+    `create=False` refuses to make a new SQLite file (readers should not create catalogs);
+    `timeout` bounds how long connecting to a PostgreSQL server may take (seconds)."""
 
-    def __init__(self, url: str | None = None, *, create: bool = True):
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        create: bool = True,
+        timeout: float = database.CONNECT_TIMEOUT_S,
+    ):
         self.url = url or database.default_url()
-        self.engine = database.make_engine(self.url, create=create)
+        self.engine = database.make_engine(self.url, create=create, timeout=timeout)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self.dependency = f"catalog {database.shown_url(self.engine.url)}"
+        self.outage: Outage | None = None  # why the last call could not reach the database
 
     def close(self) -> None:
         self.engine.dispose()
@@ -96,6 +110,11 @@ class Catalog:
     def is_current(self) -> bool:
         """Whether the catalog is migrated to the newest revision."""
         return self.revision() == database.head_revision()
+
+    def ping(self) -> None:
+        """Reach the database (SELECT 1); `CatalogUnavailable` if it cannot be reached."""
+        with self._tx() as s:
+            s.execute(text("SELECT 1"))
 
     # -- deployments ---------------------------------------------------------------------------
 
@@ -582,19 +601,40 @@ class Catalog:
                 yield session
         except SQLAlchemyError as e:
             raise self._error(e) from e
+        self.outage = None
 
     def _error(self, e: SQLAlchemyError) -> CatalogError:
         shown = database.shown_url(self.engine.url)
-        text = database.describe(e)
+        message = database.describe(e)
         if (
-            "no such table" in text
+            "no such table" in message
             or getattr(getattr(e, "orig", None), "sqlstate", None) == "42P01"
         ):
             return CatalogError(
-                f"the catalog at {shown} is not migrated ({text}); "
+                f"the catalog at {shown} is not migrated ({message}); "
                 f"run: cq catalog upgrade --catalog {shown}"
             )
-        return CatalogError(f"catalog {shown}: {text}")
+        if _unreachable(e):
+            reason = database.unreachable_reason(message)
+            if self.outage is None:
+                self.outage = Outage(self.dependency, "", reason, time.time())
+            else:
+                self.outage = self.outage.again(reason)
+            return CatalogUnavailable(self.outage)
+        return CatalogError(f"catalog {shown}: {message}")
+
+
+def _unreachable(e: SQLAlchemyError) -> bool:
+    """Whether a database error says the server cannot be reached now (rather than refusing
+    the request): a connection that failed, was lost or timed out; a server shutting down or
+    starting up; a pool with no connection to give."""
+    if getattr(e, "connection_invalidated", False):
+        return True
+    return isinstance(
+        e,
+        sa_exc.OperationalError | sa_exc.InterfaceError | sa_exc.DisconnectionError
+        | sa_exc.TimeoutError,
+    )
 
 
 # -- validation -----------------------------------------------------------------------------
