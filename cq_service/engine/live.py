@@ -154,13 +154,15 @@ class LiveEngine:
         self._rebuild()
         return gates
 
-    def remove_query(self, query: str) -> None:
-        """Stop `query`: flush and close its sink, drop operators no other query uses."""
+    def remove_query(self, query: str, close_sink: bool = True) -> ResultWriter | None:
+        """Stop `query`: flush and close its sink (`close_sink` False: return its writer for
+        the caller to finish), drop operators no other query uses."""
         group = self._group_of.pop(query)
         sink = self.sinks.pop(query, None)
-        if sink is not None:
-            sink.writer.flush()
-            sink.writer.close()
+        writer = None if sink is None else sink.writer
+        if writer is not None and close_sink:
+            writer.flush()
+            writer.close()
         keep: list[Operator] = []
         for op in group.operators:
             owners = group.owners[id(op)]
@@ -176,6 +178,7 @@ class LiveEngine:
         if not keep:
             self._groups.remove(group)
         self._rebuild()
+        return None if close_sink else writer
 
     def plan_of(self, query: str) -> tuple[PhysicalPlan, dict[int, Operator]]:
         """The plan `query` was added with (shared with the queries added with it) and the

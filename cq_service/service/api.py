@@ -3,6 +3,10 @@
 Reads are open; everything that changes what runs needs ``Authorization: Bearer <token>`` with
 the configured token (with no token configured, changes are refused). Every handler hands its
 work to the engine thread (`Worker.call`), so the API never races the engine.
+
+A request that needs a dependency that cannot be reached now (the catalog database, a
+source's brokers) is answered 503 with the reason; `/readyz` is 503 while any dependency the
+worker uses is unreachable, `/healthz` stays 200.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from cq_service.catalog import CatalogInputError
-from cq_service.errors import AdjustmentError
+from cq_service.errors import AdjustmentError, Unreachable
 from cq_service.service import views as w
 from cq_service.service.metrics import render_metrics
 from cq_service.service.worker import Worker
@@ -30,6 +34,13 @@ __all__ = ["make_app"]
 def make_app(worker: Worker) -> FastAPI:
     app = FastAPI(title="cq-service worker", version="1")
     token = worker.config.token
+
+    @app.exception_handler(Unreachable)
+    async def unreachable(_request: Request, error: Unreachable) -> JSONResponse:
+        """A dependency the request needs cannot be reached now: try again later."""
+        return JSONResponse(
+            {"detail": error.outage.describe()}, status_code=503, headers={"Retry-After": "5"}
+        )
 
     def authorized(authorization: str | None = Header(default=None)) -> None:
         if not token:
@@ -52,9 +63,14 @@ def make_app(worker: Worker) -> FastAPI:
 
     @app.get("/readyz")
     def readyz() -> Response:
-        if worker.ready:
-            return JSONResponse({"status": "ready"})
-        return JSONResponse({"status": "starting"}, status_code=503)
+        """200 once the first reconcile is done and while every dependency answers; 503 with
+        the reasons otherwise (read without the engine thread: it answers even when busy)."""
+        if not worker.ready:
+            return JSONResponse({"status": "starting"}, status_code=503)
+        reasons = worker.dependencies.reasons()
+        if reasons:
+            return JSONResponse({"status": "not ready", "reasons": reasons}, status_code=503)
+        return JSONResponse({"status": "ready"})
 
     @app.get("/pipelines")
     def pipelines() -> dict[str, Any]:
@@ -120,9 +136,8 @@ def make_app(worker: Worker) -> FastAPI:
         elif path is None:
             raise HTTPException(422, 'give {"path": ...} or {"yaml": ...}')
         result = await asyncio.to_thread(worker.call, lambda: worker.deploy_file(path))
-        return JSONResponse(
-            result.to_json(), status_code=422 if result.status == "rejected" else 200
-        )
+        status = {"rejected": 422, "waiting": 503}.get(result.status, 200)
+        return JSONResponse(result.to_json(), status_code=status)
 
     @app.get("/queries")
     def queries() -> list[dict[str, Any]]:

@@ -21,6 +21,13 @@ Every setting (docs/service.md lists them):
 | manage_interval | CQ_MANAGE_INTERVAL | 5.0 | seconds between the resource manager's rounds (0: none) |
 | memory_reserve | CQ_MEMORY_RESERVE | 0.1 | share of each memory budget kept free for bursts and adaptation delays |
 | grow_margin | CQ_GROW_MARGIN | 0.1 | windows grow back only when the estimate is below (1 − this) of the budget less the reserve |
+| spark_checkpoints | CQ_SPARK_CHECKPOINTS | .cq/spark | runner-spark pipelines' job checkpoints |
+| spark_trigger | CQ_SPARK_TRIGGER | 5 seconds | runner-spark pipelines' micro-batch interval |
+| flush_timeout | CQ_FLUSH_TIMEOUT | 2.0 | seconds a Kafka sink's flush waits without any acknowledgement before the checkpoint is postponed |
+| sink_buffer_bytes | CQ_SINK_BUFFER_BYTES | 67108864 | results held by sinks and not acknowledged yet (bytes) above which sources pause |
+| retry_backoff | CQ_RETRY_BACKOFF | 0.5 | first wait (s) before retrying what failed on an unreachable dependency; doubled each time |
+| retry_backoff_max | CQ_RETRY_BACKOFF_MAX | 10.0 | the longest such wait (s); each wait is drawn from [½, 1] of its value |
+| catalog_timeout | CQ_CATALOG_TIMEOUT | 2.0 | seconds connecting to a PostgreSQL catalog, or a request on a connection, may take |
 
 A deployment's scheduler: its control (`PUT /pipelines/{name}/control`, kept in the catalog),
 else `policy` if set, else the pipeline file's `resources.scheduler`. `policy` cannot be
@@ -71,6 +78,12 @@ class ServiceConfig:
     # worker's name, and their micro-batch interval
     spark_checkpoints: str = ".cq/spark"
     spark_trigger: str = "5 seconds"
+    # when Kafka or the catalog is away (docs/service.md, "When Kafka or the catalog is away")
+    flush_timeout: float = 2.0
+    sink_buffer_bytes: int = 64 * 1024 * 1024
+    retry_backoff: float = 0.5
+    retry_backoff_max: float = 10.0
+    catalog_timeout: float = 2.0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.memory_reserve < 1.0:
@@ -81,6 +94,16 @@ class ServiceConfig:
             raise ConfigError(f"setting manage_interval: {self.manage_interval} is negative")
         if self.step_seconds <= 0:
             raise ConfigError(f"setting step_seconds: {self.step_seconds} is not positive")
+        for key in ("flush_timeout", "retry_backoff", "catalog_timeout"):
+            if getattr(self, key) <= 0:
+                raise ConfigError(f"setting {key}: {getattr(self, key)} is not positive")
+        if self.retry_backoff_max < self.retry_backoff:
+            raise ConfigError(
+                f"setting retry_backoff_max: {self.retry_backoff_max} is below retry_backoff "
+                f"({self.retry_backoff})"
+            )
+        if self.sink_buffer_bytes <= 0:
+            raise ConfigError(f"setting sink_buffer_bytes: {self.sink_buffer_bytes} is not positive")
         if self.policy and self.policy not in SCHEDULERS:
             raise ConfigError(
                 f"setting policy: unknown scheduler {self.policy!r} "
@@ -112,6 +135,11 @@ _ENV = {
     "grow_margin": "CQ_GROW_MARGIN",
     "spark_checkpoints": "CQ_SPARK_CHECKPOINTS",
     "spark_trigger": "CQ_SPARK_TRIGGER",
+    "flush_timeout": "CQ_FLUSH_TIMEOUT",
+    "sink_buffer_bytes": "CQ_SINK_BUFFER_BYTES",
+    "retry_backoff": "CQ_RETRY_BACKOFF",
+    "retry_backoff_max": "CQ_RETRY_BACKOFF_MAX",
+    "catalog_timeout": "CQ_CATALOG_TIMEOUT",
 }
 
 

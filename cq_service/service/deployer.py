@@ -53,7 +53,7 @@ log = logging.getLogger("cq.worker")
 @dataclass
 class DeployResult:
     pipeline: str
-    status: str  # applied | rejected | unchanged | removed
+    status: str  # applied | rejected | unchanged | removed | waiting (for a dependency)
     added: list[str] = field(default_factory=list)
     replaced: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
@@ -289,7 +289,7 @@ class Deployer:
             plan = plan_queries(pairs)
             for s in plan.sinks:
                 q = next(queries[i] for i in members if queries[i].key == s.query)
-                writer = open_sink(worker_sink(s.sink), list(s.columns), s.types)
+                writer = rt.tune(open_sink(worker_sink(s.sink), list(s.columns), s.types))
                 q.tee = ResultTee(writer, list(s.columns))
                 frontier = int(saved.get(q.key, {}).get("frontier", NEVER))
                 if q.handover is not None:
@@ -310,7 +310,9 @@ class Deployer:
                     replay_adjustments(rt, q)
 
     def stop_query(self, q: RunningQuery) -> None:
-        self.rt.engine.remove_query(q.key)
+        writer = self.rt.engine.remove_query(q.key, close_sink=False)
+        if writer is not None:
+            self.rt.retire(writer)  # delivered now, or by a checkpoint once its broker is back
         self.rt.queries.pop(q.key, None)
         if q.tee is not None:
             q.tee.close_subscribers()
@@ -323,13 +325,15 @@ class Deployer:
             plan, until = self._handovers[key]
             reader = open_handover(spec, stream, plan, until, rt.catalog, rt.config.batch_rows)
         else:
-            reader = open_source(stream, spec.time_unit, rt.config.batch_rows, live=True)
+            reader = rt.tune(
+                open_source(stream, spec.time_unit, rt.config.batch_rows, live=True)
+            )
         if hasattr(reader, "positions") and key not in self._handovers:
             offsets = self.checkpoints.saved_offsets(key)
             if offsets:
                 reader.seek({int(p): int(o) for p, o in offsets.items()})
             reader = OffsetTracker(reader)
-        dead = DeadLetterSink(worker_sink(spec.dead_letter))
+        dead = rt.tune(DeadLetterSink(worker_sink(spec.dead_letter)))
         fields = [f.name for f in stream.schema]
         source = L.Source(
             stream.name,

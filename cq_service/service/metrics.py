@@ -89,6 +89,52 @@ class _Snapshot:
         yield from _schedulers(d["schedulers"])
         yield from _windows(d.get("windows", {}))
         yield from _budgets(d.get("budgets", {}))
+        yield from _dependencies(d.get("dependencies", {}), d.get("pending", {}))
+        if d.get("checkpoint_age") is not None:
+            yield GaugeMetricFamily(
+                "cq_checkpoint_age_seconds", "Seconds since the last checkpoint was written",
+                value=d["checkpoint_age"],
+            )
+
+
+def _dependencies(
+    dependencies: dict[str, dict[str, Any]], pending: dict[str, tuple[int, int]]
+) -> Iterator[Any]:
+    """Whether each dependency (Kafka brokers, the catalog) answers, its outages and the
+    retries they caused; what each sink holds that its broker has not acknowledged."""
+    up = GaugeMetricFamily(
+        "cq_dependency_up", "1 while the dependency answers, 0 while it is unreachable",
+        labels=["dependency"],
+    )
+    outages = CounterMetricFamily(
+        "cq_dependency_outages", "Outages of the dependency since the worker started",
+        labels=["dependency"],
+    )
+    retries = CounterMetricFamily(
+        "cq_dependency_retries",
+        "Operations retried because the dependency was unreachable (checkpoints, "
+        "deployments, catalog pings)",
+        labels=["dependency"],
+    )
+    for name, state in dependencies.items():
+        up.add_metric([name], int(state["up"]))
+        outages.add_metric([name], state["outages"])
+        retries.add_metric([name], state["retries"])
+    yield up
+    yield outages
+    yield retries
+    rows = GaugeMetricFamily(
+        "cq_sink_pending_results", "Results written to a sink and not acknowledged yet",
+        labels=["query"],
+    )
+    nbytes = GaugeMetricFamily(
+        "cq_sink_pending_bytes", "Bytes of results not acknowledged yet", labels=["query"]
+    )
+    for query, (n, b) in pending.items():
+        rows.add_metric([query], n)
+        nbytes.add_metric([query], b)
+    yield rows
+    yield nbytes
 
 
 def _budgets(budgets: dict[str, dict[str, Any]]) -> Iterator[Any]:

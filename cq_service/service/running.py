@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -20,6 +21,7 @@ from cq_service.catalog import Catalog
 from cq_service.catalog.spec_json import stream_json
 from cq_service.engine.live import LiveEngine
 from cq_service.engine.scheduler import ByOwner
+from cq_service.errors import Unreachable
 from cq_service.io.dead_letter import DeadLetterSink
 from cq_service.service.config import ServiceConfig
 from cq_service.service.results import ResultTee
@@ -35,6 +37,8 @@ __all__ = [
     "source_key",
     "worker_sink",
 ]
+
+log = logging.getLogger("cq.worker")
 
 
 @dataclass
@@ -76,9 +80,30 @@ class Runtime:
     sources: dict[str, RunningSource] = field(default_factory=dict)  # by source key
     queries: dict[str, RunningQuery] = field(default_factory=dict)  # by pipeline/query
     pipelines: dict[str, PipelineSpec] = field(default_factory=dict)  # running versions
+    # Sinks of stopped queries whose broker was away: flushed and closed by the next
+    # checkpoint that can (checkpointer.py), so their last results are not lost.
+    retiring: list[Any] = field(default_factory=list)
 
     def queries_of(self, pipeline: str) -> list[RunningQuery]:
         return [q for q in self.queries.values() if q.pipeline == pipeline]
+
+    def retire(self, writer: Any) -> None:
+        """Deliver and close a stopped query's result writer; if its broker is away, keep it
+        until a checkpoint can flush it."""
+        try:
+            writer.flush()
+        except Unreachable as e:
+            log.warning("a stopped query's sink waits for its broker: %s", e.outage.describe())
+            self.retiring.append(writer)
+            return
+        writer.close()
+
+    def tune(self, part: Any) -> Any:
+        """A reader or writer set up for the worker: a flush of a Kafka producer waits at most
+        `flush_timeout` seconds without an acknowledgement (the engine waits for it)."""
+        if hasattr(part, "flush_timeout"):
+            part.flush_timeout = self.config.flush_timeout
+        return part
 
 
 def source_key(stream: StreamSpec, time_unit: str) -> str:

@@ -7,11 +7,12 @@ a consistent worker. Unknown pipelines and queries raise KeyError (the API's 404
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from dataclasses import asdict, is_dataclass
 from typing import TYPE_CHECKING, Any
 
-from cq_service.catalog import PipelineControlRecord
+from cq_service.catalog import CatalogUnavailable, PipelineControlRecord
 from cq_service.compiler import compile_pipeline
 from cq_service.engine.operators.base import NEVER
 from cq_service.engine.operators.range_window import RangeWindow
@@ -147,7 +148,7 @@ def metrics_snapshot(worker: Worker) -> dict[str, Any]:
             "lag": int(s.reader.lag()) if hasattr(s.reader, "lag") else 0,
             "watermark": None if op.watermark == NEVER else int(op.watermark),
         }
-    statuses = Counter(d.status for d in worker.catalog.deployments())
+    counts = _catalog_counts(worker)
     queued = ex.memory.queued
     latency = {}
     for key, sink in worker.engine.sinks.items():
@@ -168,8 +169,13 @@ def metrics_snapshot(worker: Worker) -> dict[str, Any]:
         "sinks": {key: sink.written for key, sink in worker.engine.sinks.items()},
         "paused": worker.paused,
         "checkpoints": worker.checkpoints,
-        "adjustments": len(worker.catalog.adjustments()),
-        "deployments": {s: statuses[s] for s in ("applied", "rejected", "removed")},
+        "checkpoint_age": _checkpoint_age(worker),
+        "adjustments": counts["adjustments"],
+        "deployments": counts["deployments"],
+        "pending": _pending(worker),
+        "dependencies": {
+            name: asdict(state) for name, state in worker.dependencies.states().items()
+        },
         "peak_bytes": ex.memory.peak_total_bytes,
         "queued": {
             "rows": queued.rows,
@@ -184,6 +190,37 @@ def metrics_snapshot(worker: Worker) -> dict[str, Any]:
         "windows": window_settings(worker),
         "budgets": {name: st.to_json() for name, st in worker.budgets.states.items()},
     }
+
+
+def _catalog_counts(worker: Worker) -> dict[str, Any]:
+    """Deployments by status and adjustments logged, from the catalog — or, while it cannot
+    be reached, as it gave them last (metrics must answer during an outage)."""
+    try:
+        statuses = Counter(d.status for d in worker.catalog.deployments())
+        adjustments = len(worker.catalog.adjustments())
+    except CatalogUnavailable:
+        return worker.catalog_counts
+    worker.catalog_counts = {
+        "deployments": {s: statuses[s] for s in ("applied", "rejected", "removed")},
+        "adjustments": adjustments,
+    }
+    return worker.catalog_counts
+
+
+def _checkpoint_age(worker: Worker) -> float | None:
+    """Seconds since the last checkpoint this worker wrote (None: none yet)."""
+    last = worker.checkpointer.last_written
+    return None if last is None else max(0.0, time.time() - last)
+
+
+def _pending(worker: Worker) -> dict[str, tuple[int, int]]:
+    """Per query: results written to its sink and not acknowledged yet (elements, bytes)."""
+    out = {}
+    for key, sink in worker.engine.sinks.items():
+        pending = getattr(sink.writer, "pending", None)
+        if pending is not None:
+            out[key] = pending
+    return out
 
 
 def window_settings(worker: Worker) -> dict[tuple[str, str, str], tuple[int, int]]:

@@ -1,10 +1,15 @@
 """The worker (`cq serve`): every deployed pipeline in one live engine.
 
-One thread owns the engine and runs a loop: poll the sources (unless the queues are over their
-budget — then the sources are paused), drain the operators, move followers' clocks, and, on
-their intervals, reconcile the pipelines folder and write a checkpoint. Everything else — the
-HTTP API, `cq deploy`, the resource manager's rounds — hands work to that thread with `call`,
-so the engine is never touched by two threads.
+One thread owns the engine and runs a loop: poll the sources (unless the queues, or the results
+the sinks hold unacknowledged, are over their budgets — then the sources are paused), drain the
+operators, move followers' clocks, and, on their intervals, reconcile the pipelines folder,
+write a checkpoint and gather the dependencies' outages. Everything else — the HTTP API,
+`cq deploy`, the resource manager's rounds — hands work to that thread with `call`, so the
+engine is never touched by two threads.
+
+A broker or the catalog going away does not stop the loop (dependencies.py): sources read
+nothing, sinks keep their results, checkpoints and deployments wait and are retried with
+backoff, and `/readyz` says what is unreachable until it answers again.
 
 The worker is the loop and the composition of its parts, each in a module of its own:
 running.py (what runs: `Runtime`), reconciler.py (the pipelines folder), deployer.py
@@ -27,17 +32,20 @@ from typing import Any, TypeVar
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from cq_service.catalog import Catalog, PipelineControlRecord
+from cq_service.catalog import Catalog, CatalogUnavailable, PipelineControlRecord
 from cq_service.compiler import CompiledPipeline
 from cq_service.engine.adjust import Adjustment
 from cq_service.engine.live import LiveEngine
 from cq_service.engine.scheduler import ByOwner
 from cq_service.engine.scheduler import policy as make_policy
+from cq_service.errors import Unreachable
+from cq_service.io.reachability import Backoff
 from cq_service.service import adjusting
 from cq_service.service.archiving import ArchiveSchedule
 from cq_service.service.budgets import BudgetKeeper
 from cq_service.service.checkpointer import Checkpointer
 from cq_service.service.config import ServiceConfig
+from cq_service.service.dependencies import INTERVAL_S, Dependencies, gather
 from cq_service.service.deployer import Deployer, DeployResult
 from cq_service.service.reconciler import Reconciler
 from cq_service.service.running import RunningQuery, RunningSource, Runtime
@@ -64,9 +72,17 @@ class Worker:
         self._engine_thread: threading.Thread | None = None  # the thread in `run`
         self._commands: queue.Queue[tuple[Callable[[], Any], Future]] = queue.Queue()
         self._stop = threading.Event()
-        self._checkpoint_due = 0.0
         self._reconcile_due = 0.0
-        self.checkpointer = Checkpointer(self.runtime)
+        # What the worker depends on, and when to look at the catalog again once it is away.
+        self.dependencies = Dependencies()
+        self._dependencies_due = 0.0
+        self._catalog_backoff = Backoff(config.retry_backoff, config.retry_backoff_max)
+        self._catalog_ping_due = 0.0
+        # /metrics' counts from the catalog, as it last gave them (shown while it is away)
+        self.catalog_counts: dict[str, Any] = {
+            "deployments": {"applied": 0, "rejected": 0, "removed": 0}, "adjustments": 0
+        }
+        self.checkpointer = Checkpointer(self.runtime, self.dependencies)
         self.budgets = BudgetKeeper(self.runtime)  # the resource manager (service/budgets.py)
         self._manager: BackgroundScheduler | None = None
         # `resources: {runner: spark}`: those pipelines run as Spark jobs, not on the engine.
@@ -80,7 +96,7 @@ class Worker:
         self.deployer = Deployer(
             self.runtime, self.budgets, self.checkpointer, self._schedulers, self.spark_jobs
         )
-        self.reconciler = Reconciler(self.runtime, self.deployer)
+        self.reconciler = Reconciler(self.runtime, self.deployer, self.dependencies)
 
     # -- what runs (runtime) ----------------------------------------------------------------
 
@@ -148,9 +164,11 @@ class Worker:
         if now >= self._reconcile_due:
             self._reconcile_due = now + self.config.reconcile_interval
             self.reconcile()
-        if now >= self._checkpoint_due:
-            self._checkpoint_due = now + self.config.checkpoint_interval
+        if now >= self.checkpointer.due:
             self.checkpoint()
+        if now >= self._dependencies_due:
+            self._dependencies_due = now + INTERVAL_S
+            self._check_dependencies(now)
         if not read:
             time.sleep(0.005)
 
@@ -174,8 +192,8 @@ class Worker:
         self._manager.start()
 
     def _manage(self) -> None:
-        if self._stop.is_set():
-            return
+        if self._stop.is_set() or self.catalog.outage is not None:
+            return  # its changes are logged in the catalog: none while it is away
         try:
             self.call(self.budgets.tick, timeout=max(30.0, 4 * self.config.manage_interval))
         except Exception:  # a round that fails or times out: the next one tries again
@@ -200,14 +218,36 @@ class Worker:
             except Exception as e:  # the caller gets it; the worker goes on
                 fut.set_exception(e)
 
+    def _check_dependencies(self, now: float) -> None:
+        """Look at the catalog again if it is away (when the backoff says so), then gather
+        every part's outages for readiness and metrics."""
+        if self.catalog.outage is not None and now >= self._catalog_ping_due:
+            try:
+                self.catalog.ping()
+            except CatalogUnavailable as e:
+                self.dependencies.retried(e.outage.dependency)
+                self._catalog_ping_due = now + self._catalog_backoff.next()
+            else:
+                self._catalog_backoff.reset()
+        known, outages = gather(self.runtime, self.reconciler.waiting.values())
+        self.dependencies.observe(known, outages)
+
+    def buffered_bytes(self) -> int:
+        """Bytes of results the sinks (and dead-letter sinks) hold, not acknowledged yet."""
+        parts = [sink.writer for sink in self.engine.sinks.values()]
+        parts += [s.dead_letter for s in self.sources.values()] + self.runtime.retiring
+        return sum(getattr(part, "pending", (0, 0))[1] for part in parts)
+
     def _poll_sources(self) -> bool:
         executor = self.engine.executor
         queued = executor.queued_rows()
-        if not self.paused and queued > self.config.queue_budget:
+        buffered = self.buffered_bytes()
+        budget, buffer = self.config.queue_budget, self.config.sink_buffer_bytes
+        if not self.paused and (queued > budget or buffered > buffer):
             self.paused = True
             for s in self.sources.values():
                 getattr(s.reader, "pause", lambda: None)()
-        elif self.paused and queued <= self.config.queue_budget // 2:
+        elif self.paused and queued <= budget // 2 and buffered <= buffer // 2:
             self.paused = False
             for s in self.sources.values():
                 getattr(s.reader, "resume", lambda: None)()
@@ -264,9 +304,10 @@ class Worker:
 
     # -- checkpoints (checkpointer.py) ------------------------------------------------------
 
-    def checkpoint(self) -> None:
-        """Make every result so far durable, then record what a restart must replay."""
-        self.checkpointer.write()
+    def checkpoint(self) -> bool:
+        """Make every result so far durable, then record what a restart must replay; False
+        (nothing recorded, tried again after a backoff) when a dependency is unreachable."""
+        return self.checkpointer.write()
 
     def _shutdown(self) -> None:
         self.spark_jobs.stop_all()
@@ -274,11 +315,21 @@ class Worker:
             self._manager.shutdown(wait=False)
         self.archives.stop()
         try:
-            self.checkpoint()
+            if not self.checkpoint():
+                assert self.checkpointer.postponed is not None
+                log.warning(
+                    "final checkpoint not written: %s; a restart replays from the last one",
+                    self.checkpointer.postponed.describe(),
+                )
         except Exception:  # a broken sink must not hide why we stopped
             log.exception("final checkpoint failed")
-        for sink in self.engine.sinks.values():
-            sink.writer.close()
+        parts = [sink.writer for sink in self.engine.sinks.values()] + self.runtime.retiring
         for s in self.sources.values():
-            s.reader.close()
-            s.dead_letter.close()
+            parts += [s.reader, s.dead_letter]
+        for part in parts:
+            try:
+                part.close()
+            except Unreachable as e:  # after the last checkpoint: a restart makes them again
+                log.warning("closed without delivering everything: %s", e.outage.describe())
+            except Exception:  # the others still get closed
+                log.exception("closing %r failed", part)
