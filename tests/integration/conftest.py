@@ -3,6 +3,9 @@
 Each service comes from, in order: the environment (CQ_TEST_KAFKA, CQ_TEST_DATABASE_URL);
 testcontainers, when a Docker engine answers; else the local services of `make services`
 (tests/services), started on demand — idempotent and locked, so parallel workers share them.
+
+Those are shared and are never stopped. A test that stops a dependency and starts it again
+takes one of its own instead: `own_kafka`, `own_postgres` (tests/services/own.py).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from kafka.admin import OffsetSpec
 from kafka.structs import TopicPartition
 
 from tests.services.kafka import KAFKA_API_VERSION
+from tests.services.own import OwnKafka, OwnPostgres
 
 if TYPE_CHECKING:
     from tests.services import Services
@@ -138,6 +142,22 @@ def new_topic(kafka_admin: KafkaAdminClient) -> Iterator[Callable[..., str]]:
     yield create
     if created:
         kafka_admin.delete_topics(created, raise_errors=False)
+
+
+@pytest.fixture
+def own_kafka() -> Iterator[OwnKafka]:
+    """A Kafka broker of this test's own, started (free ports, its own data): `stop()` and
+    `start()` it at will; removed after the test."""
+    with OwnKafka() as broker:
+        yield broker
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[OwnPostgres]:
+    """A PostgreSQL server of this test's own, started (`url`: its `cq` database): `stop()`
+    and `start()` it at will; removed after the test."""
+    with OwnPostgres() as server:
+        yield server
 
 
 def _local_services() -> Services:

@@ -22,6 +22,7 @@ import socket
 import tempfile
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 from tests.services import STATE_DIR, kafka, postgres
 
@@ -66,7 +67,7 @@ class _Own:
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
 
-    def __enter__(self):  # noqa: ANN204 - the subclass
+    def __enter__(self) -> Self:
         try:
             self.start()
         except BaseException:
