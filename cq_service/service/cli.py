@@ -27,6 +27,7 @@ def serve(
     """Run the worker: every pipeline in the folder, redeployed as files change, with the
     HTTP API. Stops cleanly on SIGTERM or SIGINT."""
     from cq_service.catalog import Catalog
+    from cq_service.errors import CQError
     from cq_service.service.config import ConfigError, load_config
     from cq_service.service.worker import Worker
 
@@ -43,9 +44,13 @@ def serve(
     if cfg.kafka_bootstrap:
         os.environ.setdefault("CQ_KAFKA_BOOTSTRAP", cfg.kafka_bootstrap)
     os.environ.setdefault("CQ_CATALOG", cfg.catalog)
-    cat = Catalog(cfg.catalog)
-    cat.upgrade()
-    worker = Worker(cfg, cat)
+    try:  # the worker starts from its catalog: without it, it cannot start
+        cat = Catalog(cfg.catalog, timeout=cfg.catalog_timeout)
+        cat.upgrade()
+        worker = Worker(cfg, cat)
+    except CQError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
     server = None
     if cfg.port:
         import uvicorn
