@@ -162,9 +162,13 @@ class KafkaWriter:
         from kafka.errors import KafkaError
 
         try:
+            if self._producer is None:  # a replacement that could not be made yet
+                self._producer = self._new_producer()
             future = self._producer.send(
                 message.topic, value=message.value, key=message.key, headers=message.headers
             )
+        except Unreachable:
+            return False
         except KafkaError as e:
             if is_retriable(e):
                 self._away(describe_kafka_error(e))
@@ -249,7 +253,7 @@ class KafkaWriter:
             self._handed.clear()
         self._kept.extendleft(reversed(again))
         _close_quietly(old)
-        self._producer = self._new_producer()
+        self._producer = self._new_producer()  # Unreachable: made later, when handing over
 
     def _trim(self) -> None:
         """Forget the acknowledged messages at the front."""
@@ -293,7 +297,8 @@ class KafkaWriter:
         self._kept.clear()
         self._bytes = 0
         _close_quietly(old)
-        self._producer = self._new_producer()
+        with suppress(Unreachable):  # else made when the next message is handed over
+            self._producer = self._new_producer()
 
     def close(self) -> None:
         """Close the producer (without flushing: call `flush` first to know the outcome;

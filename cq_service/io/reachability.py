@@ -63,7 +63,7 @@ class Probe:
             self._look(now)
         return self.reachable
 
-    def check_now(self, wait: float = 0.2) -> bool:
+    def check_now(self, wait: float = 1.0) -> bool:
         """Probe now and wait up to `wait` seconds for the answer (an address that neither
         accepts nor refuses by then counts as unreachable); whether any server answered."""
         self._close()
