@@ -21,6 +21,7 @@ Every setting (docs/service.md lists them):
 | manage_interval | CQ_MANAGE_INTERVAL | 5.0 | seconds between the resource manager's rounds (0: none) |
 | memory_reserve | CQ_MEMORY_RESERVE | 0.1 | share of each memory budget kept free for bursts and adaptation delays |
 | grow_margin | CQ_GROW_MARGIN | 0.1 | windows grow back only when the estimate is below (1 − this) of the budget less the reserve |
+| failpoints | CQ_FAILPOINTS | (none) | for crash tests: `NAME=N,…` kills the worker at the N-th hit of each point (failpoints.py) |
 
 A deployment's scheduler: its control (`PUT /pipelines/{name}/control`, kept in the catalog),
 else `policy` if set, else the pipeline file's `resources.scheduler`. `policy` cannot be
@@ -40,6 +41,7 @@ import yaml
 __all__ = ["DEFAULT_CATALOG", "ConfigError", "ServiceConfig", "load_config"]
 
 from cq_service.catalog.database import DEFAULT_SQLITE_PATH
+from cq_service.service.failpoints import FailpointError, check_failpoints
 from cq_service.spec.model import LATENCY_BOUNDED_SCHEDULER, SCHEDULERS
 
 DEFAULT_CATALOG = f"sqlite:///{DEFAULT_SQLITE_PATH}"  # the catalog's own default
@@ -71,6 +73,7 @@ class ServiceConfig:
     # worker's name, and their micro-batch interval
     spark_checkpoints: str = ".cq/spark"
     spark_trigger: str = "5 seconds"
+    failpoints: str = ""  # crash tests only (service/failpoints.py)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.memory_reserve < 1.0:
@@ -86,6 +89,10 @@ class ServiceConfig:
                 f"setting policy: unknown scheduler {self.policy!r} "
                 f"(known: {', '.join(SCHEDULERS)}; empty: each pipeline's own)"
             )
+        try:
+            check_failpoints(self.failpoints)
+        except FailpointError as e:
+            raise ConfigError(f"setting failpoints: {e}") from None
         if self.policy == LATENCY_BOUNDED_SCHEDULER:
             raise ConfigError(
                 f"setting policy: {LATENCY_BOUNDED_SCHEDULER} needs a latency bound per "
@@ -112,6 +119,7 @@ _ENV = {
     "grow_margin": "CQ_GROW_MARGIN",
     "spark_checkpoints": "CQ_SPARK_CHECKPOINTS",
     "spark_trigger": "CQ_SPARK_TRIGGER",
+    "failpoints": "CQ_FAILPOINTS",
 }
 
 
