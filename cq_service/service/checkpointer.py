@@ -23,6 +23,7 @@ from typing import Any
 from cq_service.engine.operators.base import NEVER
 from cq_service.errors import Outage, Unreachable
 from cq_service.io.reachability import Backoff
+from cq_service.service import failpoints
 from cq_service.service.checkpoint import OffsetTracker, combine_cuts, query_cut
 from cq_service.service.dependencies import Dependencies
 from cq_service.service.running import Runtime
@@ -98,6 +99,7 @@ class Checkpointer:
         for s in rt.sources.values():
             s.dead_letter.flush()
         self._retire()
+        failpoints.hit("checkpoint.flushed")
         frontiers = {key: rt.engine.sinks[key].watermark for key in rt.queries}
         queries = {
             key: {
@@ -130,6 +132,7 @@ class Checkpointer:
         for key, data in self._offsets.items():
             offsets.setdefault(key, data)
         rt.catalog.save_checkpoint(rt.config.name, _min_frontier(queries), offsets, queries)
+        failpoints.hit("checkpoint.saved")
         for key, s in rt.sources.items():
             if isinstance(s.reader, OffsetTracker) and key in offsets:
                 at = {int(p): o for p, o in offsets[key].items()}

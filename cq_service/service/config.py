@@ -28,6 +28,7 @@ Every setting (docs/service.md lists them):
 | retry_backoff | CQ_RETRY_BACKOFF | 0.5 | first wait (s) before retrying what failed on an unreachable dependency; doubled each time |
 | retry_backoff_max | CQ_RETRY_BACKOFF_MAX | 10.0 | the longest such wait (s); each wait is drawn from [½, 1] of its value |
 | catalog_timeout | CQ_CATALOG_TIMEOUT | 2.0 | seconds connecting to a PostgreSQL catalog, or a request on a connection, may take |
+| failpoints | CQ_FAILPOINTS | (none) | for crash tests: `NAME=N,…` kills the worker at the N-th hit of each point (failpoints.py) |
 
 A deployment's scheduler: its control (`PUT /pipelines/{name}/control`, kept in the catalog),
 else `policy` if set, else the pipeline file's `resources.scheduler`. `policy` cannot be
@@ -47,6 +48,7 @@ import yaml
 __all__ = ["DEFAULT_CATALOG", "ConfigError", "ServiceConfig", "load_config"]
 
 from cq_service.catalog.database import DEFAULT_SQLITE_PATH
+from cq_service.service.failpoints import FailpointError, check_failpoints
 from cq_service.spec.model import LATENCY_BOUNDED_SCHEDULER, SCHEDULERS
 
 DEFAULT_CATALOG = f"sqlite:///{DEFAULT_SQLITE_PATH}"  # the catalog's own default
@@ -84,6 +86,7 @@ class ServiceConfig:
     retry_backoff: float = 0.5
     retry_backoff_max: float = 10.0
     catalog_timeout: float = 2.0
+    failpoints: str = ""  # crash tests only (service/failpoints.py)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.memory_reserve < 1.0:
@@ -109,6 +112,10 @@ class ServiceConfig:
                 f"setting policy: unknown scheduler {self.policy!r} "
                 f"(known: {', '.join(SCHEDULERS)}; empty: each pipeline's own)"
             )
+        try:
+            check_failpoints(self.failpoints)
+        except FailpointError as e:
+            raise ConfigError(f"setting failpoints: {e}") from None
         if self.policy == LATENCY_BOUNDED_SCHEDULER:
             raise ConfigError(
                 f"setting policy: {LATENCY_BOUNDED_SCHEDULER} needs a latency bound per "
@@ -140,6 +147,7 @@ _ENV = {
     "retry_backoff": "CQ_RETRY_BACKOFF",
     "retry_backoff_max": "CQ_RETRY_BACKOFF_MAX",
     "catalog_timeout": "CQ_CATALOG_TIMEOUT",
+    "failpoints": "CQ_FAILPOINTS",
 }
 
 

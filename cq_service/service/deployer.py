@@ -26,6 +26,7 @@ from cq_service.io.dead_letter import DeadLetterSink
 from cq_service.plan.planner import plan_queries
 from cq_service.plan.rewrite import simplify
 from cq_service.runner import DeadLetterRouter
+from cq_service.service import failpoints
 from cq_service.service.adjusting import qos_ranges, replay_adjustments
 from cq_service.service.budgets import BudgetKeeper
 from cq_service.service.checkpoint import OffsetTracker, ResumeFilter, horizons
@@ -112,6 +113,7 @@ class Deployer:
             if new is None or new.fingerprint != q.fingerprint:
                 self.stop_query(q)
                 (result.replaced if new is not None else result.removed).append(qname)
+        failpoints.hit("deploy.stopped")
         start = [n for n in desired if n not in running or n in result.replaced]
         result.kept = [n for n in desired if n not in start]
         turned_away: dict[str, RunningQuery] = {}
@@ -132,6 +134,7 @@ class Deployer:
                 if previous is not None and previous is not spec:
                     self.deploy(compile_pipeline(previous))
                 raise
+        failpoints.hit("deploy.started")
         for qname in desired:
             q = desired[qname] if qname in start else running[qname]
             rt.catalog.upsert_query(

@@ -40,7 +40,7 @@ from cq_service.engine.scheduler import ByOwner
 from cq_service.engine.scheduler import policy as make_policy
 from cq_service.errors import Unreachable
 from cq_service.io.reachability import Backoff
-from cq_service.service import adjusting
+from cq_service.service import adjusting, failpoints
 from cq_service.service.archiving import ArchiveSchedule
 from cq_service.service.budgets import BudgetKeeper
 from cq_service.service.checkpointer import Checkpointer
@@ -63,6 +63,7 @@ class Worker:
     def __init__(self, config: ServiceConfig, catalog: Catalog):
         self.config = config
         self.catalog = catalog
+        failpoints.arm(config.failpoints)  # crash tests only; empty: none
         # Deployments take turns; each is scheduled by its own policy (scheduling.py).
         policies = ByOwner(lambda: make_policy(config.policy or DEFAULT_SCHEDULER))
         engine = LiveEngine(policies, budget=config.batch_rows, step_seconds=config.step_seconds)
