@@ -6,19 +6,27 @@ group run once; groups share only the sources. Each group reads a source through
 query added while the engine runs starts at the source's current time (and a restarted worker
 can rebuild it exactly). Removing a query removes the operators no remaining query of its group
 uses; the other queries and their state are untouched.
+
+`snapshot` saves the state of every source and every group's operators at a consistent cut (the
+engine quiesced: every queue empty); `restore_source` and `restore_group` load it into a new
+engine, rebuilding each group from the very plan it ran, so operator ids and sharing are the
+same (docs/service.md, "State snapshots").
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
 
 from cq_service.cql import logical as L
 from cq_service.engine.adjust import Adjustment, adjust, adjustable, replay
 from cq_service.engine.batch import Batch
 from cq_service.engine.build import SourceOptions, make_operator, make_source
 from cq_service.engine.executor import Executor
-from cq_service.engine.operators.base import NEVER, Operator
+from cq_service.engine.operators.base import NEVER, Operator, StateMismatch
 from cq_service.engine.operators.gate import Gate
 from cq_service.engine.operators.range_window import RangeWindow
 from cq_service.engine.operators.sink import ResultWriter, SinkOperator
@@ -27,7 +35,32 @@ from cq_service.engine.queues import Queue
 from cq_service.engine.scheduler import SchedulingPolicy
 from cq_service.plan.physical import PhysicalPlan
 
-__all__ = ["LiveEngine"]
+__all__ = ["EngineState", "GroupState", "LiveEngine"]
+
+
+@dataclass
+class GroupState:
+    """One group of queries at a snapshot: the plan it was built from and how, the queries
+    still running in it, and the state of its running operators (by plan node id) and sinks."""
+
+    owner: str
+    plan: PhysicalPlan
+    source_keys: dict[str, str]
+    gates: dict[str, int]
+    queries: list[str]
+    nodes: dict[int, dict[str, Any]]
+    sinks: dict[str, dict[str, Any]]
+
+
+@dataclass
+class EngineState:
+    """The engine at a consistent cut: every source's state (by source key) and every group's."""
+
+    sources: dict[str, dict[str, Any]]
+    groups: list[GroupState]
+
+    def group_of(self, query: str) -> GroupState | None:
+        return next((g for g in self.groups if query in g.queries), None)
 
 
 @dataclass
@@ -36,6 +69,9 @@ class _Group:
     op, `by_node` the running operators by plan node id."""
 
     plan: PhysicalPlan
+    source_keys: dict[str, str] = field(default_factory=dict)
+    gates: dict[str, int] = field(default_factory=dict)
+    owner: str = ""
     operators: list[Operator] = field(default_factory=list)
     queues: dict[int, Queue] = field(default_factory=dict)  # id(op) -> its output queue
     owners: dict[int, set[str]] = field(default_factory=dict)
@@ -101,8 +137,8 @@ class LiveEngine:
         deployment) tags the operators for per-deployment scheduling (`ByOwner`). Returns the
         instants used, to be kept with the queries."""
         self._serial += 1
-        group = _Group(plan)
-        gates: dict[str, int] = {}
+        group = _Group(plan, dict(source_keys), owner=owner)
+        gates = group.gates
         built: dict[int, Operator] = {}
         for node in plan.nodes:
             out = Queue(f"q{len(self._groups)}.{node.id}")
@@ -186,6 +222,64 @@ class LiveEngine:
         group = self._group_of[query]
         return group.plan, group.by_node
 
+    # -- state snapshots ------------------------------------------------------------------------
+
+    def quiesce(self) -> None:
+        """Run every operator but the sources until no queue holds anything: an operator the
+        scheduler passes over (waiting for another input's time, or held by backpressure)
+        reads what waits for it into its own buffers, which are state."""
+        ex = self.executor
+        while True:
+            ex.drain()
+            waiting = [op for op in ex.downstream if op.runnable()
+                       or any(r.pending() for r in op.inputs)]
+            if not waiting:
+                return
+            for op in waiting:
+                op.run(ex.budget)
+
+    def snapshot(self) -> EngineState:
+        """Quiesce, then the state of every source and group (live references: serialise them
+        before the engine runs again)."""
+        self.quiesce()
+        groups = []
+        for g in self._groups:
+            queries = sorted({q for owners in g.owners.values() for q in owners})
+            sinks = {q: s.snapshot() for q, s in self.sinks.items() if self._group_of[q] is g}
+            nodes = {n: op.snapshot() for n, op in g.by_node.items()}
+            groups.append(GroupState(g.owner, g.plan, dict(g.source_keys),
+                                     {k: int(v) for k, v in g.gates.items()}, queries, nodes,
+                                     sinks))
+        return EngineState({k: op.snapshot() for k, op in self.sources.items()}, groups)
+
+    def restore_source(self, key: str, state: dict[str, Any]) -> None:
+        """Load a source's saved state (before any query reads it)."""
+        self.sources[key].restore(state)
+
+    def restore_group(
+        self, state: GroupState, writers: Mapping[str, ResultWriter], keep: Collection[str]
+    ) -> dict[str, int]:
+        """Rebuild a saved group from its own plan, load its operators' state, and keep only
+        the queries in `keep` (a subset of `state.queries`; the others are removed, with the
+        operators only they used). `writers` are the kept queries' result writers."""
+        extra = set(keep) - set(state.queries)
+        if extra:
+            raise ValueError(f"queries {sorted(extra)} are not in the saved group")
+        all_writers = {s.query: writers.get(s.query) or _Discard() for s in state.plan.sinks}
+        gates = self.add_queries(state.plan, state.source_keys, all_writers, state.gates,
+                                 owner=state.owner)
+        group = self._group_of[state.plan.sinks[0].query]
+        for node, saved in state.nodes.items():
+            op = group.by_node.get(node)
+            if op is None:
+                raise StateMismatch(f"saved state for node {node}, which the plan lacks")
+            op.restore(saved)
+        for query, saved in state.sinks.items():
+            self.sinks[query].restore(saved)
+        for q in [s.query for s in state.plan.sinks if s.query not in keep]:
+            self.remove_query(q)
+        return gates
+
     # -- window adjustments ---------------------------------------------------------------------
 
     def windows(self, deployment: str, query: str) -> list[RangeWindow]:
@@ -220,3 +314,16 @@ def _relation_batch(src: SourceOperator, ts: int) -> Batch:
     """A relation source's current content, every tuple stamped `ts`."""
     tuples = [row for row, n in src.relation_content() for _ in range(n)]
     return Batch.from_rows(tuples, [ts] * len(tuples), [1] * len(tuples), src.out_types)
+
+
+class _Discard:
+    """The writer of a restored group's query that is not kept: it is removed at once."""
+
+    def write(self, ts: np.ndarray, ops: np.ndarray, columns: Any) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

@@ -487,6 +487,7 @@ def _segment_extremes(
 
 class Aggregate(MultiInputOperator):
     kind = "aggregate"
+    STRUCTURE = frozenset({"_keys", "_args", "_makers", "calls", "input_types"})
 
     def __init__(
         self,

@@ -13,6 +13,7 @@ scheduling.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -21,15 +22,25 @@ from cq_service.engine.queues import Heartbeat, Queue, QueueReader
 from cq_service.engine.run_cost import RunCost
 from cq_service.types import DataType
 
-__all__ = ["MultiInputOperator", "Operator", "UnaryOperator"]
+__all__ = ["MultiInputOperator", "Operator", "StateMismatch", "UnaryOperator"]
 
 NEVER = np.iinfo(np.int64).min
+
+
+class StateMismatch(ValueError):
+    """A saved state that does not fit the operator it is loaded into."""
 
 
 class Operator(ABC):
     """Reads input queues, writes one output queue."""
 
     kind = "operator"
+    # Attributes that are structure, not state: built from the plan (queues, readers, compiled
+    # expressions, metrics of this process), never saved by `snapshot`. Each class lists its
+    # own; `snapshot` takes the union over the class and its bases.
+    STRUCTURE: ClassVar[frozenset[str]] = frozenset(
+        {"name", "inputs", "output", "out_types", "stamp", "busy_seconds", "run_cost", "owner"}
+    )
 
     def __init__(self, name: str, inputs: list[QueueReader], output: Queue):
         self.name = name
@@ -61,6 +72,26 @@ class Operator(ABC):
     def state_size(self) -> tuple[int, int]:
         """(rows, bytes) held in this operator's synopses."""
         return (0, 0)
+
+    # -- state snapshots (engine/live.py `snapshot`, docs/service.md "State snapshots") --------
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything this operator holds that a restart would otherwise rebuild by replaying
+        its input: every attribute but its structure. Taken with its input queues empty (the
+        engine quiesces first); the caller serialises it at once (values are not copied)."""
+        skip = _structure(type(self))
+        return {k: v for k, v in vars(self).items() if k not in skip}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Load what `snapshot` saved into this operator, built from the same plan node."""
+        skip = _structure(type(self))
+        mine = {k for k in vars(self) if k not in skip}
+        if set(state) != mine:
+            raise StateMismatch(
+                f"{self.name}: saved state has {sorted(set(state) ^ mine)} where the "
+                f"operator differs"
+            )
+        vars(self).update(state)
 
     @property
     def bytes_in(self) -> int:
@@ -265,3 +296,11 @@ class MultiInputOperator(Operator):
             self.on_run(port, b.slice(start, stop).with_ticks(run_ticks))
         if first:  # only ticks
             self.on_run(parts[0][0], parts[0][1].with_ticks(ticks))
+
+
+def _structure(cls: type) -> frozenset[str]:
+    """The union of STRUCTURE over `cls` and its bases."""
+    out: set[str] = set()
+    for c in cls.__mro__:
+        out |= c.__dict__.get("STRUCTURE", frozenset())
+    return frozenset(out)

@@ -621,6 +621,7 @@ def _match(a_keys: list[pa.Array], b_keys: list[pa.Array]) -> tuple[np.ndarray, 
 
 class Join(MultiInputOperator):
     kind = "join"
+    STRUCTURE = frozenset({"_key_ev", "_residual"})
 
     def __init__(
         self,

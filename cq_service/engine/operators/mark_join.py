@@ -15,6 +15,7 @@ right relation re-emits only the rows whose probe value's mark changed — all v
 from __future__ import annotations
 
 from collections import Counter, deque
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -24,7 +25,7 @@ from cq_service.cql.logical import BExpr, Call, ColRef
 from cq_service.engine.batch import Batch
 from cq_service.engine.expressions import compile_expr
 from cq_service.engine.fifo import oldest_retracted
-from cq_service.engine.operators.base import MultiInputOperator
+from cq_service.engine.operators.base import MultiInputOperator, StateMismatch
 from cq_service.engine.operators.join import key_tuples
 from cq_service.engine.queues import Queue, QueueReader
 from cq_service.types import DataType, arrow_type
@@ -40,6 +41,7 @@ _PAIRS = 1 << 20
 
 class MarkJoin(MultiInputOperator):
     kind = "mark join"
+    STRUCTURE = frozenset({"_keys", "_corr", "_cmp"})
 
     def __init__(
         self,
@@ -84,6 +86,29 @@ class MarkJoin(MultiInputOperator):
 
     def describe(self) -> str:
         return f"mark join ({self.mode})"
+
+    def snapshot(self) -> dict[str, Any]:
+        """The base state, with the uncorrelated path's bag and right relation instead of the
+        `_Flat` object (which holds compiled probes and this operator)."""
+        state = super().snapshot()
+        flat = state.pop("_flat")
+        if flat is not None:
+            bag = {k: v for k, v in vars(flat.bag).items() if k != "_probe_of"}
+            state["_flat"] = {"bag": bag, "right": flat.right}
+        else:
+            state["_flat"] = None
+        return state
+
+    def restore(self, state: dict[str, Any]) -> None:
+        flat = state["_flat"]
+        if (flat is None) != (self._flat is None):
+            raise StateMismatch(f"{self.name}: saved for the other mark-join path")
+        if flat is not None:
+            assert self._flat is not None
+            vars(self._flat.bag).update(flat["bag"])
+            self._flat.right = flat["right"]
+            self._flat._state = None  # the right relation's columnar form, rebuilt when read
+        super().restore({**state, "_flat": self._flat})
 
     def state_size(self) -> tuple[int, int]:
         rows = sum(len(c) for c in self._left.values()) + sum(len(c) for c in self._right.values())

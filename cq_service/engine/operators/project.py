@@ -13,6 +13,7 @@ __all__ = ["Project"]
 
 class Project(UnaryOperator):
     kind = "project"
+    STRUCTURE = frozenset({"_plan"})
 
     def __init__(self, name: str, inputs: list[QueueReader], output: Queue, exprs: tuple[BExpr, ...]):
         super().__init__(name, inputs, output)

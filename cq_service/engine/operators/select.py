@@ -13,6 +13,7 @@ __all__ = ["Select"]
 
 class Select(UnaryOperator):
     kind = "select"
+    STRUCTURE = frozenset({"_pred"})
 
     def __init__(self, name: str, inputs: list[QueueReader], output: Queue, predicate: BExpr):
         super().__init__(name, inputs, output)

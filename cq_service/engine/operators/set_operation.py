@@ -27,6 +27,7 @@ _RULES: dict[tuple[str, bool], Callable[[int, int], int]] = {
 
 class SetOperation(MultiInputOperator):
     kind = "set operation"
+    STRUCTURE = frozenset({"_f"})
 
     def __init__(self, name: str, inputs: list[QueueReader], output: Queue, op: str, all_: bool):
         super().__init__(name, inputs, output)

@@ -32,6 +32,7 @@ class ResultWriter(Protocol):
 
 class SinkOperator(UnaryOperator):
     kind = "sink"
+    STRUCTURE = frozenset({"writer"})
 
     def __init__(
         self,

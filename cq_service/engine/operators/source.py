@@ -41,6 +41,7 @@ class DeadLetters(Protocol):
 
 class SourceOperator(Operator):
     kind = "source"
+    STRUCTURE = frozenset({"reader", "dead_letters", "_on_close"})
 
     def __init__(
         self,

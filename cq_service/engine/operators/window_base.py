@@ -25,6 +25,7 @@ class WindowOperator(UnaryOperator):
     """Stream -> relation. Subclasses turn admitted tuples into ``+``/``−`` deltas."""
 
     kind = "window"
+    STRUCTURE = frozenset({"_where"})
 
     def __init__(self, name: str, inputs: list[QueueReader], output: Queue, where: BExpr | None):
         super().__init__(name, inputs, output)
