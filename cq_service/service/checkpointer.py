@@ -1,10 +1,17 @@
-"""Writing the worker's checkpoints, and what the last worker of this name left to restore.
+"""Writing the worker's checkpoints and state snapshots.
 
 Every `checkpoint_interval` and after every deployment (`Checkpointer.write`): flush every
 sink, then record each query's frontier, gates and version and, per Kafka source partition,
 the offset a replay must start from (checkpoint.py), in the catalog under the worker's name;
-then commit those offsets to the sources' consumer groups. A restarted worker seeks its
-sources there and rebuilds each unchanged query (`saved_query`, `saved_offsets`).
+then commit those offsets to the sources' consumer groups.
+
+Every `snapshot_interval`, a checkpoint also writes a state snapshot first: the engine is
+quiesced, the state of every source and operator taken (engine/live.py), the sinks flushed —
+so every result computed before the cut is acknowledged — and the state, each query's version
+and frontier and each Kafka source's offsets at the cut written to the snapshot store
+(snapshots.py). A restarted worker loads the newest usable snapshot and reads only from its
+offsets on (restore.py); the checkpoint's frontiers say which of the results it computes again
+were delivered already.
 
 A checkpoint only ever records what was acknowledged: when a sink cannot flush (its broker is
 away) or the catalog cannot be reached, nothing is recorded and the checkpoint is tried again
@@ -16,6 +23,7 @@ the one a restart reads).
 from __future__ import annotations
 
 import logging
+import pickle
 import time
 from contextlib import suppress
 from typing import Any
@@ -26,7 +34,9 @@ from cq_service.io.reachability import Backoff
 from cq_service.service import failpoints
 from cq_service.service.checkpoint import OffsetTracker, combine_cuts, query_cut
 from cq_service.service.dependencies import Dependencies
+from cq_service.service.restore import SNAPSHOT_FORMAT, RestorePoint
 from cq_service.service.running import Runtime
+from cq_service.service.snapshots import SnapshotStore
 
 __all__ = ["Checkpointer"]
 
@@ -34,8 +44,20 @@ log = logging.getLogger("cq.worker")
 
 
 class Checkpointer:
-    def __init__(self, rt: Runtime, dependencies: Dependencies | None = None):
+    def __init__(
+        self,
+        rt: Runtime,
+        restore: RestorePoint,
+        store: SnapshotStore | None,
+        dependencies: Dependencies | None = None,
+    ):
         self.rt = rt
+        self.restore = restore
+        self.store = store  # None: no snapshots (snapshot_interval 0)
+        self.snapshot_due = time.monotonic() + rt.config.snapshot_interval
+        self.last_snapshot: int | None = None  # number of the last snapshot written
+        self.snapshot_failures = 0
+        self.snapshot_seconds: float | None = None  # how long the last one took
         self.written = 0  # checkpoints written by this worker
         self.due = 0.0  # monotonic time the next checkpoint is due at
         self.last_written: float | None = None  # time.time() of the last checkpoint written
@@ -43,26 +65,6 @@ class Checkpointer:
         self._attempts = 0  # failed attempts in a row
         self._backoff = Backoff(rt.config.retry_backoff, rt.config.retry_backoff_max)
         self._dependencies = dependencies
-        # What the last worker of this name left: consumed as its queries come back during the
-        # first reconcile, then forgotten (`forget_saved`).
-        saved = rt.catalog.load_checkpoint(rt.config.name)
-        self._queries: dict[str, dict[str, Any]] = dict(saved.queries or {}) if saved else {}
-        self._offsets: dict[str, dict[str, int]] = dict(saved.offsets or {}) if saved else {}
-
-    # -- restoring ------------------------------------------------------------------------------
-
-    def saved_query(self, key: str) -> dict[str, Any] | None:
-        """The last worker's frontier, gates and version of query `key` (once)."""
-        return self._queries.pop(key, None)
-
-    def saved_offsets(self, source: str) -> dict[str, int] | None:
-        """Where the last worker's checkpoint says source `source` must be replayed from."""
-        return self._offsets.get(source)
-
-    def forget_saved(self) -> None:
-        """After the first reconcile: what did not come back is not kept any longer."""
-        self._queries.clear()
-        self._offsets.clear()
 
     # -- writing --------------------------------------------------------------------------------
 
@@ -94,12 +96,19 @@ class Checkpointer:
 
     def _write(self) -> None:
         rt = self.rt
+        snapshot = None
+        began = time.monotonic()
+        if self.store is not None and began >= self.snapshot_due:
+            snapshot = self._take_snapshot()  # quiesces: what it computes is flushed below
         for sink in rt.engine.sinks.values():
             sink.writer.flush()
         for s in rt.sources.values():
             s.dead_letter.flush()
         self._retire()
         failpoints.hit("checkpoint.flushed")
+        if snapshot is not None:
+            self._write_snapshot(snapshot)
+            self.snapshot_seconds = time.monotonic() - began
         frontiers = {key: rt.engine.sinks[key].watermark for key in rt.queries}
         queries = {
             key: {
@@ -127,9 +136,10 @@ class Checkpointer:
             offsets[key] = {str(p): int(o) for p, o in at.items()}
         # During the first reconcile, what the last worker left for queries and sources not
         # back yet is kept, so nothing is lost before they are.
-        for key, data in self._queries.items():
+        pending_queries, pending_offsets = self.restore.pending()
+        for key, data in pending_queries.items():
             queries.setdefault(key, data)
-        for key, data in self._offsets.items():
+        for key, data in pending_offsets.items():
             offsets.setdefault(key, data)
         rt.catalog.save_checkpoint(rt.config.name, _min_frontier(queries), offsets, queries)
         failpoints.hit("checkpoint.saved")
@@ -141,6 +151,33 @@ class Checkpointer:
                 s.reader.forget_before(at)
         self.written += 1
         self.last_written = time.time()
+
+    def _take_snapshot(self) -> dict[str, Any]:
+        """The engine's state at a cut, with what a restart needs to go on from it."""
+        rt = self.rt
+        engine = rt.engine.snapshot()
+        positions = {
+            key: {int(p): int(o) for p, o in s.reader.positions().items()}
+            for key, s in rt.sources.items()
+            if hasattr(s.reader, "positions")
+        }
+        queries = {
+            key: {"version": q.version, "frontier": int(rt.engine.sinks[key].watermark)}
+            for key, q in rt.queries.items()
+        }
+        return {"format": SNAPSHOT_FORMAT, "worker": rt.config.name, "created": time.time(),
+                "queries": queries, "positions": positions, "engine": engine}
+
+    def _write_snapshot(self, payload: dict[str, Any]) -> None:
+        """Write a taken snapshot (its results are flushed); a store that fails is logged
+        and counted, and the checkpoint goes on without it."""
+        assert self.store is not None
+        try:
+            self.last_snapshot = self.store.write(payload)
+        except (OSError, pickle.PicklingError, TypeError, AttributeError) as e:  # disk, pickle
+            self.snapshot_failures += 1
+            log.error("state snapshot not written: %s", e)
+        self.snapshot_due = time.monotonic() + self.rt.config.snapshot_interval
 
     def _retire(self) -> None:
         """Deliver and close the sinks of stopped queries that waited for their broker."""

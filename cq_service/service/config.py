@@ -28,6 +28,9 @@ Every setting (docs/service.md lists them):
 | retry_backoff | CQ_RETRY_BACKOFF | 0.5 | first wait (s) before retrying what failed on an unreachable dependency; doubled each time |
 | retry_backoff_max | CQ_RETRY_BACKOFF_MAX | 10.0 | the longest such wait (s); each wait is drawn from [½, 1] of its value |
 | catalog_timeout | CQ_CATALOG_TIMEOUT | 2.0 | seconds connecting to a PostgreSQL catalog, or a request on a connection, may take |
+| snapshots | CQ_SNAPSHOTS | (beside the catalog) | folder of state snapshots, under the worker's name; default: `snapshots/` beside an SQLite catalog's file, else `.cq/snapshots` |
+| snapshot_interval | CQ_SNAPSHOT_INTERVAL | 30.0 | seconds between state snapshots (0: none; restarts replay from the checkpoint's offsets) |
+| snapshot_keep | CQ_SNAPSHOT_KEEP | 3 | snapshots kept; older ones are deleted |
 | failpoints | CQ_FAILPOINTS | (none) | for crash tests: `NAME=N,…` kills the worker at the N-th hit of each point (failpoints.py) |
 
 A deployment's scheduler: its control (`PUT /pipelines/{name}/control`, kept in the catalog),
@@ -44,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from sqlalchemy.engine import make_url
 
 __all__ = ["DEFAULT_CATALOG", "ConfigError", "ServiceConfig", "load_config"]
 
@@ -86,7 +90,20 @@ class ServiceConfig:
     retry_backoff: float = 0.5
     retry_backoff_max: float = 10.0
     catalog_timeout: float = 2.0
+    snapshots: str = ""  # "": beside an SQLite catalog's file, else .cq/snapshots
+    snapshot_interval: float = 30.0
+    snapshot_keep: int = 3
     failpoints: str = ""  # crash tests only (service/failpoints.py)
+
+    @property
+    def snapshot_folder(self) -> Path:
+        """Where this worker's state snapshots go (`snapshots`/<name>)."""
+        if self.snapshots:
+            return Path(self.snapshots) / self.name
+        url = make_url(self.catalog)
+        if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+            return Path(url.database).parent / "snapshots" / self.name
+        return Path(".cq/snapshots") / self.name
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.memory_reserve < 1.0:
@@ -112,6 +129,10 @@ class ServiceConfig:
                 f"setting policy: unknown scheduler {self.policy!r} "
                 f"(known: {', '.join(SCHEDULERS)}; empty: each pipeline's own)"
             )
+        if self.snapshot_interval < 0:
+            raise ConfigError(f"setting snapshot_interval: {self.snapshot_interval} is negative")
+        if self.snapshot_keep < 1:
+            raise ConfigError(f"setting snapshot_keep: {self.snapshot_keep} is below 1")
         try:
             check_failpoints(self.failpoints)
         except FailpointError as e:
@@ -147,6 +168,9 @@ _ENV = {
     "retry_backoff": "CQ_RETRY_BACKOFF",
     "retry_backoff_max": "CQ_RETRY_BACKOFF_MAX",
     "catalog_timeout": "CQ_CATALOG_TIMEOUT",
+    "snapshots": "CQ_SNAPSHOTS",
+    "snapshot_interval": "CQ_SNAPSHOT_INTERVAL",
+    "snapshot_keep": "CQ_SNAPSHOT_KEEP",
     "failpoints": "CQ_FAILPOINTS",
 }
 

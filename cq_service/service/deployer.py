@@ -19,10 +19,12 @@ from cq_service.catalog.spec_json import sink_json
 from cq_service.compiler import CompiledPipeline, compile_pipeline
 from cq_service.cql import logical as L
 from cq_service.engine.build import SourceOptions
+from cq_service.engine.live import GroupState
 from cq_service.engine.operators.base import NEVER
 from cq_service.errors import CQError
 from cq_service.io import open_sink, open_source
 from cq_service.io.dead_letter import DeadLetterSink
+from cq_service.plan.physical import SinkNode
 from cq_service.plan.planner import plan_queries
 from cq_service.plan.rewrite import simplify
 from cq_service.runner import DeadLetterRouter
@@ -32,6 +34,7 @@ from cq_service.service.budgets import BudgetKeeper
 from cq_service.service.checkpoint import OffsetTracker, ResumeFilter, horizons
 from cq_service.service.checkpointer import Checkpointer
 from cq_service.service.handover import handover_key, open_handover
+from cq_service.service.restore import RestorePoint
 from cq_service.service.results import ResultTee
 from cq_service.service.running import (
     RunningQuery,
@@ -72,6 +75,7 @@ class Deployer:
         rt: Runtime,
         budgets: BudgetKeeper,
         checkpoints: Checkpointer,
+        restore: RestorePoint,
         schedulers: Schedulers,
         spark_jobs: SparkJobs,
     ):
@@ -79,6 +83,7 @@ class Deployer:
         self.schedulers = schedulers
         self.budgets = budgets
         self.checkpoints = checkpoints
+        self.restore = restore
         self.spark_jobs = spark_jobs
         self._handovers: dict[str, tuple[Any, int]] = {}  # source key -> (plan, T2)
 
@@ -263,27 +268,39 @@ class Deployer:
     ) -> None:
         rt = self.rt
         inputs = {**spec.streams, **spec.relations}
-        # Queries restored from a checkpoint (same version) start behind their old gates and
-        # drop what was delivered; those with equal gates are planned together so they share
-        # state again. Every other query starts now.
+        # Queries of the same version as the last worker's come back (restore.py): from the
+        # snapshot when it holds their group and its sources, else by replay behind their old
+        # gates; those with equal gates are planned together so they share state again. Every
+        # other query starts now.
         groups: dict[str, list[int]] = {}
         saved: dict[str, dict[str, Any]] = {}
+        from_snapshot: dict[int, tuple[GroupState, list[RunningQuery]]] = {}
+        afresh: set[str] = set()
         for i, q in enumerate(queries):
-            data = self.checkpoints.saved_query(q.key)
+            for n, key in q.source_keys.items():
+                self._ensure_source(key, inputs[declared(inputs, n)], spec)
+            data = self.restore.saved_query(q.key)
             gates = None
             if data is not None and data.get("version") == q.version:
                 saved[q.key] = data
                 gates = data.get("gates")
+                group = self.restore.snapshot_group(q.key, q.version)
+                if group is not None and q.handover is None and self._sources_restored(
+                    group, inputs, spec
+                ):
+                    from_snapshot.setdefault(id(group), (group, []))[1].append(q)
+                    continue
+                gates = self._replayable(q, gates)
+                if gates is None:
+                    afresh.add(q.key)
             # A handed-over query reads sources of its own: it is planned alone.
             alone = q.key if q.handover is not None else None
             groups.setdefault(json.dumps([gates, alone], sort_keys=True), []).append(i)
+        for group, members in from_snapshot.values():
+            self._restore_group(group, members, saved)
         for gates_text, members in groups.items():
             gates = json.loads(gates_text)[0]
-            source_keys: dict[str, str] = {}
-            for i in members:
-                for n, key in queries[i].source_keys.items():
-                    self._ensure_source(key, inputs[declared(inputs, n)], spec)
-                    source_keys[n] = key
+            source_keys = {n: key for i in members for n, key in queries[i].source_keys.items()}
             pairs = []
             writers = {}
             for i in members:
@@ -292,12 +309,10 @@ class Deployer:
             plan = plan_queries(pairs)
             for s in plan.sinks:
                 q = next(queries[i] for i in members if queries[i].key == s.query)
-                writer = rt.tune(open_sink(worker_sink(s.sink), list(s.columns), s.types))
-                q.tee = ResultTee(writer, list(s.columns))
                 frontier = int(saved.get(q.key, {}).get("frontier", NEVER))
                 if q.handover is not None:
                     frontier = max(frontier, q.handover)
-                writers[s.query] = ResumeFilter(q.tee, frontier) if frontier != NEVER else q.tee
+                writers[s.query] = self._writer(q, s, frontier)
             used = rt.engine.add_queries(
                 plan,
                 source_keys,
@@ -309,8 +324,57 @@ class Deployer:
                 q = queries[i]
                 q.gates = {k: v for k, v in used.items() if k in q.source_keys.values()}
                 rt.queries[q.key] = q
-                if q.key in saved:
+                if q.key in saved and q.key not in afresh:
                     replay_adjustments(rt, q)
+
+    def _writer(self, q: RunningQuery, s: SinkNode, frontier: int) -> Any:
+        """Query `q`'s result writer, dropping results at or before `frontier` (delivered)."""
+        writer = self.rt.tune(open_sink(worker_sink(s.sink), list(s.columns), s.types))
+        q.tee = ResultTee(writer, list(s.columns))
+        return ResumeFilter(q.tee, frontier) if frontier != NEVER else q.tee
+
+    def _sources_restored(
+        self, group: GroupState, inputs: dict[str, StreamSpec], spec: PipelineSpec
+    ) -> bool:
+        """Whether every source of a saved group comes back from the snapshot (opening those
+        not open yet)."""
+        for name, key in group.source_keys.items():
+            try:
+                self._ensure_source(key, inputs[declared(inputs, name)], spec)
+            except KeyError:  # a stream of the group's other queries is gone from the file
+                return False
+        return all(key in self.restore.restored_sources for key in group.source_keys.values())
+
+    def _restore_group(
+        self, group: GroupState, members: list[RunningQuery], saved: dict[str, dict[str, Any]]
+    ) -> None:
+        """Rebuild a saved group from the snapshot; its queries not in `members` (changed or
+        gone since) are left out."""
+        rt = self.rt
+        writers = {}
+        for s in group.plan.sinks:
+            q = next((m for m in members if m.key == s.query), None)
+            if q is not None:
+                frontier = max(int(saved[q.key].get("frontier", NEVER)),
+                               self.restore.snapshot_frontier(q.key) or int(NEVER))
+                writers[s.query] = self._writer(q, s, frontier)
+        used = rt.engine.restore_group(group, writers, [q.key for q in members])
+        for q in members:
+            q.gates = {k: v for k, v in used.items() if k in q.source_keys.values()}
+            rt.queries[q.key] = q
+        log.info("restored from the snapshot: %s", ", ".join(q.key for q in members))
+
+    def _replayable(self, q: RunningQuery, gates: dict[str, int] | None) -> dict[str, int] | None:
+        """A query of the same version whose group the snapshot does not hold is rebuilt by
+        replay behind its gates — unless a source it reads came back from the snapshot and
+        the query needs what came before the snapshot (a gate before it, or a relation):
+        then it starts afresh (None)."""
+        for key, gate in (gates or {}).items():
+            cut = self.restore.restored_sources.get(key)
+            if cut is not None and (key in q.relations or int(gate) < cut):
+                log.warning("%s starts afresh: it needs %s from before the snapshot", q.key, key)
+                return None
+        return gates
 
     def stop_query(self, q: RunningQuery) -> None:
         writer = self.rt.engine.remove_query(q.key, close_sink=False)
@@ -331,8 +395,10 @@ class Deployer:
             reader = rt.tune(
                 open_source(stream, spec.time_unit, rt.config.batch_rows, live=True)
             )
+        saved = None
         if hasattr(reader, "positions") and key not in self._handovers:
-            offsets = self.checkpoints.saved_offsets(key)
+            saved = self.restore.snapshot_source(key)
+            offsets = saved[0] if saved is not None else self.restore.saved_offsets(key)
             if offsets:
                 reader.seek({int(p): int(o) for p, o in offsets.items()})
             reader = OffsetTracker(reader)
@@ -351,6 +417,9 @@ class Deployer:
             DeadLetterRouter(dead, {stream.name: fields}),
         )
         rt.sources[key] = RunningSource(key, stream, reader, dead)
+        if saved is not None:  # its state at the snapshot: it goes on from there
+            rt.engine.restore_source(key, saved[1])
+            self.restore.restored_sources[key] = int(rt.engine.sources[key].watermark)
 
     def drop_unread_sources(self) -> None:
         rt = self.rt

@@ -11,6 +11,8 @@ The points (docs/service.md, "Crash safety"):
 
 - ``checkpoint.flushed``: the sinks are flushed, nothing is recorded yet;
 - ``checkpoint.saved``: the catalog holds the checkpoint, the offsets are not committed yet;
+- ``snapshot.writing``: half-way through writing a state snapshot (its payload is in a
+  temporary file, not yet in place);
 - ``deploy.stopped``: a deployment stopped the queries it replaces or removes, and started
   nothing yet;
 - ``deploy.started``: a deployment started its new queries, and recorded nothing yet.
@@ -23,7 +25,10 @@ import signal
 
 __all__ = ["POINTS", "FailpointError", "arm", "check_failpoints", "hit"]
 
-POINTS = frozenset({"checkpoint.flushed", "checkpoint.saved", "deploy.stopped", "deploy.started"})
+POINTS = frozenset({
+    "checkpoint.flushed", "checkpoint.saved", "deploy.stopped", "deploy.started",
+    "snapshot.writing",
+})
 
 _armed: dict[str, int] = {}  # point -> hits left before the kill
 

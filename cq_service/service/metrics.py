@@ -95,6 +95,30 @@ class _Snapshot:
                 "cq_checkpoint_age_seconds", "Seconds since the last checkpoint was written",
                 value=d["checkpoint_age"],
             )
+        yield from _snapshots(d.get("snapshots"))
+
+
+def _snapshots(s: dict[str, Any] | None) -> Iterator[Metric]:
+    if s is None:  # snapshots are off
+        return
+    yield CounterMetricFamily("cq_snapshots", "State snapshots written", value=s["written"])
+    yield CounterMetricFamily(
+        "cq_snapshot_failures", "State snapshots that could not be written", value=s["failures"]
+    )
+    yield CounterMetricFamily(
+        "cq_snapshot_corrupt",
+        "Snapshots skipped at start-up because they did not read back whole",
+        value=s["corrupt"],
+    )
+    yield GaugeMetricFamily(
+        "cq_snapshot_restored", "Number of the snapshot this worker started from (0: none)",
+        value=s["restored"],
+    )
+    if s["seconds"] is not None:
+        yield GaugeMetricFamily(
+            "cq_snapshot_seconds", "Seconds the last state snapshot took (engine thread)",
+            value=s["seconds"],
+        )
 
 
 def _dependencies(

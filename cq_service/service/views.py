@@ -170,6 +170,7 @@ def metrics_snapshot(worker: Worker) -> dict[str, Any]:
         "paused": worker.paused,
         "checkpoints": worker.checkpoints,
         "checkpoint_age": _checkpoint_age(worker),
+        "snapshots": _snapshots(worker),
         "adjustments": counts["adjustments"],
         "deployments": counts["deployments"],
         "pending": _pending(worker),
@@ -205,6 +206,14 @@ def _catalog_counts(worker: Worker) -> dict[str, Any]:
         "adjustments": adjustments,
     }
     return worker.catalog_counts
+
+
+def _snapshots(worker: Worker) -> dict[str, Any] | None:
+    store, cp = worker.snapshots, worker.checkpointer
+    if store is None:
+        return None
+    return {"written": store.written, "failures": cp.snapshot_failures, "corrupt": store.corrupt,
+            "restored": worker.restore.started_from or 0, "seconds": cp.snapshot_seconds}
 
 
 def _checkpoint_age(worker: Worker) -> float | None:

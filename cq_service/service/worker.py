@@ -48,8 +48,10 @@ from cq_service.service.config import ServiceConfig
 from cq_service.service.dependencies import INTERVAL_S, Dependencies, gather
 from cq_service.service.deployer import Deployer, DeployResult
 from cq_service.service.reconciler import Reconciler
+from cq_service.service.restore import RestorePoint
 from cq_service.service.running import RunningQuery, RunningSource, Runtime
 from cq_service.service.scheduling import SchedulerChoice, Schedulers
+from cq_service.service.snapshots import SnapshotStore
 from cq_service.service.spark_jobs import SparkJobs
 from cq_service.spec.model import DEFAULT_SCHEDULER, PipelineSpec
 
@@ -83,7 +85,15 @@ class Worker:
         self.catalog_counts: dict[str, Any] = {
             "deployments": {"applied": 0, "rejected": 0, "removed": 0}, "adjustments": 0
         }
-        self.checkpointer = Checkpointer(self.runtime, self.dependencies)
+        # State snapshots (snapshots.py) and what the last worker of this name left (restore.py)
+        self.snapshots = (
+            SnapshotStore(config.snapshot_folder, config.snapshot_keep)
+            if config.snapshot_interval > 0 else None
+        )
+        self.restore = RestorePoint(catalog, config.name, self.snapshots)
+        self.checkpointer = Checkpointer(
+            self.runtime, self.restore, self.snapshots, self.dependencies
+        )
         self.budgets = BudgetKeeper(self.runtime)  # the resource manager (service/budgets.py)
         self._manager: BackgroundScheduler | None = None
         # `resources: {runner: spark}`: those pipelines run as Spark jobs, not on the engine.
@@ -95,7 +105,8 @@ class Worker:
                                         catalog)
         self._schedulers = Schedulers(self.runtime)
         self.deployer = Deployer(
-            self.runtime, self.budgets, self.checkpointer, self._schedulers, self.spark_jobs
+            self.runtime, self.budgets, self.checkpointer, self.restore, self._schedulers,
+            self.spark_jobs,
         )
         self.reconciler = Reconciler(self.runtime, self.deployer, self.dependencies)
 
@@ -147,7 +158,7 @@ class Worker:
         self._engine_thread = threading.current_thread()
         try:
             self.reconcile()
-            self.checkpointer.forget_saved()
+            self.restore.forget()
             self.ready = True
             self._start_manager()
             self.archives.start()
@@ -315,6 +326,7 @@ class Worker:
         if self._manager is not None:
             self._manager.shutdown(wait=False)
         self.archives.stop()
+        self.checkpointer.snapshot_due = 0.0  # a clean stop leaves a snapshot: nothing to replay
         try:
             if not self.checkpoint():
                 assert self.checkpointer.postponed is not None

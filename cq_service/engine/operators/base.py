@@ -36,11 +36,13 @@ class Operator(ABC):
 
     kind = "operator"
     # Attributes that are structure, not state: built from the plan (queues, readers, compiled
-    # expressions, metrics of this process), never saved by `snapshot`. Each class lists its
-    # own; `snapshot` takes the union over the class and its bases.
-    STRUCTURE: ClassVar[frozenset[str]] = frozenset(
-        {"name", "inputs", "output", "out_types", "stamp", "busy_seconds", "run_cost", "owner"}
-    )
+    # expressions) or counters of this process (which start again at 0, as Prometheus counters
+    # do), never saved by `snapshot`. Each class lists its own; `snapshot` takes the union over
+    # the class and its bases.
+    STRUCTURE: ClassVar[frozenset[str]] = frozenset({
+        "name", "inputs", "output", "out_types", "stamp", "busy_seconds", "run_cost", "owner",
+        "rows_in", "rows_out",
+    })
 
     def __init__(self, name: str, inputs: list[QueueReader], output: Queue):
         self.name = name

@@ -32,7 +32,7 @@ class ResultWriter(Protocol):
 
 class SinkOperator(UnaryOperator):
     kind = "sink"
-    STRUCTURE = frozenset({"writer"})
+    STRUCTURE = frozenset({"writer", "written", "latency"})
 
     def __init__(
         self,

@@ -41,7 +41,9 @@ class DeadLetters(Protocol):
 
 class SourceOperator(Operator):
     kind = "source"
-    STRUCTURE = frozenset({"reader", "dead_letters", "_on_close"})
+    STRUCTURE = frozenset(
+        {"reader", "dead_letters", "_on_close", "late_count", "malformed_count"}
+    )
 
     def __init__(
         self,

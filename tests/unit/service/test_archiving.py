@@ -62,7 +62,7 @@ def test_the_worker_owns_a_schedule(tmp_path):
 
     catalog = Catalog(f"sqlite:///{tmp_path / 'c.db'}")
     catalog.upgrade()
-    worker = Worker(ServiceConfig(), catalog)
+    worker = Worker(ServiceConfig(catalog=catalog.url), catalog)
     worker.pipelines["p"] = spec("p", 5.0)
     assert [s.name for s in worker.archives.due()] == ["p"]
     worker.archives.start(check_seconds=3600)
@@ -79,7 +79,7 @@ def test_the_last_scheduled_run_is_in_the_status(tmp_path):
 
     catalog = Catalog(f"sqlite:///{tmp_path / 'c.db'}")
     catalog.upgrade()
-    worker = Worker(ServiceConfig(), catalog)
+    worker = Worker(ServiceConfig(catalog=catalog.url), catalog)
     p = spec("p", 5.0)
     p.path = "/p/p.yaml"
     worker.pipelines["p"] = p
