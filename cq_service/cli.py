@@ -454,6 +454,33 @@ def bench_backfill(
     typer.echo(report)
 
 
+@bench_app.command("restart")
+def bench_restart(
+    histories: str = typer.Option("1000000,10000000", help="stream records before the restart"),
+    quick: bool = typer.Option(False, "--quick", help="20,000 and 100,000 records"),
+    bootstrap: str = typer.Option(
+        "127.0.0.1:19092", envvar="CQ_KAFKA_BOOTSTRAP", help="the Kafka broker"
+    ),
+    work: Path = typer.Option(Path("benchmarks/data/restart"), help="scratch folders"),
+    out: Path = typer.Option(Path("benchmarks/results"), help="where restart.md/.json go"),
+    json_out: bool = typer.Option(False, "--json", help="print the results as JSON"),
+) -> None:
+    """Restart time of a worker after H records, from a state snapshot against replay."""
+    import json
+    from dataclasses import asdict
+
+    from cq_service.bench.restart import report, run_benchmark
+
+    sizes = [20_000, 100_000] if quick else [int(h) for h in histories.split(",")]
+    results = run_benchmark(bootstrap, sizes, work)
+    out.mkdir(parents=True, exist_ok=True)
+    text = report(results)
+    name = "restart-quick" if quick else "restart"
+    (out / f"{name}.md").write_text(text)
+    (out / f"{name}.json").write_text(json.dumps([asdict(r) for r in results], indent=1))
+    typer.echo(json.dumps([asdict(r) for r in results]) if json_out else text)
+
+
 app.add_typer(catalog_app, name="catalog")
 app.add_typer(relation_app, name="relation")
 

@@ -109,6 +109,7 @@ class Checkpointer:
         if snapshot is not None:
             self._write_snapshot(snapshot)
             self.snapshot_seconds = time.monotonic() - began
+            log.info("snapshot %s written in %.3f s", self.last_snapshot, self.snapshot_seconds)
         frontiers = {key: rt.engine.sinks[key].watermark for key in rt.queries}
         queries = {
             key: {

@@ -29,6 +29,8 @@ import struct
 from pathlib import Path
 from typing import IO, Any
 
+import pyarrow as pa
+
 from cq_service.service import failpoints
 
 __all__ = ["SnapshotStore"]
@@ -39,6 +41,17 @@ MAGIC = b"CQSNAP1\n"
 END = b"CQSNAPEND\n"
 _TRAILER = struct.Struct(">Q32s")
 _NAME = re.compile(r"snapshot-(\d{12})\.cqs")
+
+
+class _Pickler(pickle.Pickler):
+    """Pickles an Arrow array that is a slice of a larger one as its own data only (pyarrow
+    pickles a slice with its parent's whole buffers: a window of ten rows cut from a chunk of
+    65,536 would cost the whole chunk)."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, pa.Array) and obj.get_total_buffer_size() > obj.nbytes:
+            return pa.concat_arrays([obj]).__reduce__()
+        return NotImplemented
 
 
 class _Hashing:
@@ -87,7 +100,7 @@ class SnapshotStore:
             with tmp.open("wb") as f:
                 f.write(MAGIC)
                 body = _Hashing(f)
-                pickle.dump(payload, body, protocol=5)
+                _Pickler(body, protocol=5).dump(payload)
                 failpoints.hit("snapshot.writing")
                 f.write(_TRAILER.pack(body.size, body.sha.digest()))
                 f.write(END)

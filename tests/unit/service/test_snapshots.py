@@ -93,3 +93,18 @@ def test_an_unpicklable_payload_leaves_no_file(tmp_path: Path) -> None:
     with pytest.raises((pickle.PicklingError, AttributeError, TypeError)):
         store.write({"f": lambda: 1})
     assert store.sequences() == [] and not list(tmp_path.iterdir())
+
+
+def test_a_slice_is_stored_as_its_own_rows(tmp_path: Path) -> None:
+    """A window's ten rows cut from a chunk of a million cost ten rows, not the chunk (pyarrow
+    alone would pickle the parent's whole buffers)."""
+    import pyarrow as pa
+
+    chunk = pa.array(np.arange(1_000_000, dtype=np.int64))
+    strings = pa.array([f"s{i}" for i in range(100_000)])
+    store = SnapshotStore(tmp_path)
+    store.write({"window": [chunk.slice(500, 10), strings.slice(7, 10)]})
+    assert store.path(1).stat().st_size < 2_000
+    _, got = store.latest()
+    assert got["window"][0].to_pylist() == list(range(500, 510))
+    assert got["window"][1].to_pylist() == [f"s{i}" for i in range(7, 17)]
