@@ -6,7 +6,8 @@ FROM item's relation at τ is materialised directly from the definitions in docs
 into DuckDB tables, and the query's relational part runs as one SQL statement there (see
 `sql.py`). The outputs follow from comparing R(τ) with R(τ−1).
 
-Shares no code with the engine: only the CQL parser/AST, the standard library and DuckDB.
+Shares no code with the engine: its own CQL parser (`cql_parser`), the standard library and
+DuckDB.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from cq_service.cql import ast
-
+from . import cql_ast as ast
 from . import pgfuncs
+from .cql_parser import parse_query
 from .kinds import output_op
 from .ordering import bag_difference, element_key, row_key
 from .sql import DUCKDB_TYPES, Leaf, Scope, ScopeItem, Translator, has_subquery, quote
@@ -507,11 +508,7 @@ def evaluate(
 
 
 def _parse(cql: str | ast.Query) -> ast.Query:
-    if not isinstance(cql, str):
-        return cql
-    from cq_service.cql.parser import parse_query  # written alongside; imported lazily
-
-    return parse_query(cql)
+    return cql if not isinstance(cql, str) else parse_query(cql)
 
 
 def output_column_names(outs: Mapping[str, QueryOutput]) -> dict[str, list[str]]:

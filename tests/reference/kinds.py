@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator
 
-from cq_service.cql import ast
+from . import cql_ast as ast
 
 __all__ = [
     "AGGREGATES",
@@ -21,12 +21,10 @@ QUERY_TYPES = (ast.Select, ast.SetOp, ast.RelToStream)
 
 
 def children(node: object) -> Iterator[object]:
-    """The AST nodes directly inside `node` (tuples flattened, spans skipped)."""
+    """The AST nodes directly inside `node` (tuples flattened)."""
     if not dataclasses.is_dataclass(node):
         return
     for f in dataclasses.fields(node):
-        if f.name == "span":
-            continue
         yield from _flatten(getattr(node, f.name))
 
 

@@ -19,8 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from cq_service.cql import ast
-
+from . import cql_ast as ast
 from .kinds import AGGREGATES, QUERY_TYPES, output_op, walk
 
 __all__ = [
