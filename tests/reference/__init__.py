@@ -6,6 +6,9 @@
   data; `evaluate_outputs(...)` also gives columns, types and R(τ) per query.
 - `element_key`: the sort key of output elements (ts, "-" before "+", row order tolerating
   NULL and NaN), for comparing the engine's output.
+
+Queries are read by the reference's own parser (`cql_parser`, building `cql_ast` trees);
+nothing here imports cq_service (tests/unit/reference/test_reference_parser.py checks).
 """
 
 from __future__ import annotations

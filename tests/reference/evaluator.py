@@ -455,7 +455,7 @@ def evaluate_outputs(
 
     `streams`: name -> (schema [(column, type)], [(ts, row)] in arrival order); `relations`:
     name -> (schema, [(ts, op, row)] in arrival order, op "+" or "-"); `queries`: (name, CQL
-    text or parsed AST, has_sink) in file order — a query without a sink is a view later
+    text or a `cql_ast` tree, has_sink) in file order — a query without a sink is a view later
     queries may read. `max_delay` (default 0 for every source): elements later than it are
     dropped, the others reordered stably by timestamp. `knobs`: per query, its QoS and window
     adjustments (default: none).
