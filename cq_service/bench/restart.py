@@ -61,6 +61,7 @@ def run_benchmark(bootstrap: str, histories: list[int], work: Path) -> list[Rest
     """Every query at every history length (cumulative: the topics grow), both modes."""
     from kafka import KafkaAdminClient
 
+    work = work.resolve()  # each worker runs in its own folder: paths given to it are absolute
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, api_version=API_VERSION)
     s_topic, r_topic = (f"cq-bench-restart-{uuid.uuid4().hex[:8]}-{n}" for n in "sr")
     admin.create_topics({t: {"num_partitions": 1, "replication_factor": 1}

@@ -66,6 +66,9 @@ def serve(
         signal.signal(sig, lambda *_: worker.stop())
     typer.echo(f"cq worker {cfg.name}: pipelines {cfg.pipelines}, catalog {cfg.catalog}"
                + (f", API http://{cfg.host}:{cfg.port}" if cfg.port else ""))
+    if cfg.pipelines is not None and not Path(cfg.pipelines).is_dir():
+        typer.echo(f"warning: {cfg.pipelines} is not a folder: no pipeline file will be deployed "
+                   "from it until it exists", err=True)
     try:
         worker.run()
     finally:
