@@ -18,9 +18,10 @@ import asyncio
 import hashlib
 import queue
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Request
+from fastapi import Path as InPath
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
@@ -50,6 +51,7 @@ from cq_service.service.api_models import (
     QueryStatus,
     Readiness,
     Record,
+    install_openapi,
 )
 from cq_service.service.metrics import render_metrics
 from cq_service.service.worker import Worker
@@ -57,6 +59,10 @@ from cq_service.spec import SpecErrors, SpecLimitExceeded
 from cq_service.spec.positions import parse_yaml
 
 __all__ = ["make_app"]
+
+
+PipelineName = Annotated[str, InPath(description="a pipeline's name", examples=["web-proxy"])]
+QueryName = Annotated[str, InPath(description="a query's name", examples=["domain_load"])]
 
 
 def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -69,8 +75,9 @@ _CHANGE = _errors(400, 401, 403, 404, 413, 422, 503)  # a change with a JSON bod
 
 
 def make_app(worker: Worker) -> FastAPI:
-    app = FastAPI(title="cq-service worker", version="1",
+    app = FastAPI(title="cq-service worker", version="1", redirect_slashes=False,
                   description="The worker's HTTP API: docs/service.md, HTTP API.")
+    install_openapi(app)
     app.add_middleware(BodyLimit)
     app.add_middleware(CatchAll)  # outermost: also catches what BodyLimit lets through
     install_error_handlers(app)
@@ -83,7 +90,9 @@ def make_app(worker: Worker) -> FastAPI:
             {"detail": error.outage.describe()}, status_code=503, headers={"Retry-After": "5"}
         )
 
-    def authorized(authorization: str | None = Header(default=None)) -> None:
+    def authorized(
+        authorization: str | None = Header(default=None, include_in_schema=False),
+    ) -> None:
         check_bearer(authorization, token)
 
     def call(fn: Any) -> Any:
@@ -112,30 +121,30 @@ def make_app(worker: Worker) -> FastAPI:
         return call(lambda: w.describe(worker))
 
     @app.get("/pipelines/{name}", response_model=Pipeline, responses=_READ)
-    def pipeline(name: str) -> dict[str, Any]:
+    def pipeline(name: PipelineName) -> dict[str, Any]:
         found = [p for p in call(lambda: w.describe(worker))["pipelines"] if p["name"] == name]
         if not found:
             raise HTTPException(404, f"not found: pipeline {name}")
         return found[0]
 
     @app.get("/pipelines/{name}/explain", response_class=PlainTextResponse, responses=_READ)
-    def explain(name: str) -> str:
+    def explain(name: PipelineName) -> str:
         return call(lambda: w.explain_pipeline(worker, name))
 
     @app.get("/pipelines/{name}/control", response_model=PipelineControl, responses=_READ)
-    def pipeline_control(name: str) -> dict[str, Any]:
+    def pipeline_control(name: PipelineName) -> dict[str, Any]:
         return call(lambda: w.pipeline_control(worker, name))
 
     @app.put("/pipelines/{name}/control", dependencies=[Depends(authorized)],
              response_model=PipelineControl, responses=_CHANGE)
-    async def put_pipeline_control(name: str, body: PipelineControlIn) -> dict[str, Any]:
+    async def put_pipeline_control(name: PipelineName, body: PipelineControlIn) -> dict[str, Any]:
         """Replace a deployment's control: {"scheduler": NAME or null, "latency_bound_ms": MS}
         (a field left out is null; null scheduler: the configuration's or the file's)."""
         return await _change_pipeline_control(name, body.model_dump(), merge=False)
 
     @app.patch("/pipelines/{name}/control", dependencies=[Depends(authorized)],
                response_model=PipelineControl, responses=_CHANGE)
-    async def patch_pipeline_control(name: str, body: PipelineControlIn) -> dict[str, Any]:
+    async def patch_pipeline_control(name: PipelineName, body: PipelineControlIn) -> dict[str, Any]:
         """Change the fields given of a deployment's control (a scheduler other than
         chain_bounded drops the stored latency bound)."""
         fields = body.model_dump(include=body.model_fields_set)
@@ -190,14 +199,14 @@ def make_app(worker: Worker) -> FastAPI:
         return [q for p in data["pipelines"] for q in p["queries"].values()]
 
     @app.get("/queries/{pipeline}/{name}", response_model=QueryStatus, responses=_READ)
-    def query(pipeline: str, name: str) -> dict[str, Any]:
+    def query(pipeline: PipelineName, name: QueryName) -> dict[str, Any]:
         return call(lambda: w.query_status(worker, pipeline, name))
 
     @app.put("/queries/{pipeline}/{name}/control", dependencies=[Depends(authorized)],
              response_model=QueryStatus, responses=_CHANGE)
     @app.patch("/queries/{pipeline}/{name}/control", dependencies=[Depends(authorized)],
                response_model=QueryStatus, responses=_CHANGE)
-    async def control(pipeline: str, name: str, body: QueryControlIn) -> dict[str, Any]:
+    async def control(pipeline: PipelineName, name: QueryName, body: QueryControlIn) -> dict[str, Any]:
         """Change a query's control table: weight, active, memory_budget, qos (the fields
         given; null leaves a field as it is)."""
 
@@ -220,7 +229,7 @@ def make_app(worker: Worker) -> FastAPI:
 
     @app.post("/queries/{pipeline}/{name}/adjust", dependencies=[Depends(authorized)],
               response_model=AdjustOut, responses=_CHANGE)
-    async def adjust(pipeline: str, name: str, body: AdjustIn) -> dict[str, Any]:
+    async def adjust(pipeline: PipelineName, name: QueryName, body: AdjustIn) -> dict[str, Any]:
         """Change a running query's window size or granularity inside its QoS ranges:
         ``{"knob": "window" | "window:NAME" | "granularity", "value": N}`` (time_unit)."""
         try:
@@ -232,14 +241,14 @@ def make_app(worker: Worker) -> FastAPI:
 
     @app.get("/queries/{pipeline}/{name}/adjustments", response_model=list[Record],
              responses=_READ)
-    def adjustments(pipeline: str, name: str) -> list[dict[str, Any]]:
+    def adjustments(pipeline: PipelineName, name: QueryName) -> list[dict[str, Any]]:
         """The query's logged window changes, oldest first."""
         return call(lambda: w.query_adjustments(worker, pipeline, name))
 
     @app.get("/queries/{pipeline}/{name}/results", response_class=StreamingResponse,
              responses={**_READ, 200: {"content": {"text/event-stream": {
                  "schema": {"type": "string"}}}, "description": "server-sent events"}})
-    async def results(pipeline: str, name: str) -> StreamingResponse:
+    async def results(pipeline: PipelineName, name: QueryName) -> StreamingResponse:
         """The query's results as they are produced, as server-sent events (one DESIGN §5
         object per event)."""
         tee, sub = await asyncio.to_thread(call, lambda: w.subscribe(worker, pipeline, name))

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "QueryStatus",
     "Readiness",
     "Record",
+    "install_openapi",
 ]
 
 MAX_INT64 = 2**63 - 1
@@ -212,3 +215,53 @@ class Deployed(_Out):
 
 class AdjustOut(_Out):
     adjustments: list[dict[str, Any]]
+
+
+# -- the published schema -----------------------------------------------------------------------
+
+
+def install_openapi(app: FastAPI) -> None:
+    """Serve the API's OpenAPI schema with its bearer scheme on the endpoints that need it,
+    and every 422 as an `Error` (FastAPI's own validation body is replaced by ours)."""
+
+    def schema() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            doc = get_openapi(title=app.title, version=app.version,
+                              description=app.description, routes=app.routes)
+            _bearer_and_errors(doc, app)
+            app.openapi_schema = doc
+        return app.openapi_schema
+
+    app.openapi = schema  # type: ignore[method-assign]
+
+
+def _bearer_and_errors(doc: dict[str, Any], app: FastAPI) -> None:
+    components = doc.setdefault("components", {})
+    components.setdefault("securitySchemes", {})["bearer"] = {
+        "type": "http", "scheme": "bearer",
+        "description": "the worker's token (CQ_TOKEN); needed by every change",
+    }
+    schemas = components.get("schemas", {})
+    schemas.pop("HTTPValidationError", None)
+    schemas.pop("ValidationError", None)
+    secured = {  # the routes that depend on the bearer check
+        (r.path, m) for r in app.routes if getattr(r, "dependencies", None) for m in r.methods
+    }
+    for path, operations in doc["paths"].items():
+        for method, operation in operations.items():
+            if (path, method.upper()) in secured:
+                operation["security"] = [{"bearer": []}]
+            if "requestBody" not in operation:  # FastAPI's 422 for a str path parameter
+                operation["responses"].pop("422", None)
+            for status, response in operation.get("responses", {}).items():
+                if int(status) >= 400:  # JSON, also where the success is text (PlainText)
+                    types = response.get("content", {})
+                    error = next(iter(types.values()), None) if len(types) == 1 else None
+                    if error is not None:
+                        response["content"] = {"application/json": error}
+                content = response.get("content", {}).get("application/json", {})
+                if content.get("schema", {}).get("$ref") == "#/components/schemas/HTTPValidationError":
+                    content["schema"] = {"$ref": "#/components/schemas/Error"}
+                    response["description"] = "the request does not fit the schema"
+                if status == "422" and "description" not in response:
+                    response["description"] = "Unprocessable Content"
