@@ -138,7 +138,9 @@ def install_error_handlers(app: FastAPI) -> None:
             context = reason.get("ctx", {}).get("error", "")
             return ErrorResponse({"detail": f"the body is not valid JSON: {context}"}, 400)
         if whole and whole[0]["type"] != "value_error":
-            return ErrorResponse({"detail": "the body must be a JSON object"}, 400)
+            return ErrorResponse(
+                {"detail": "the body must be a JSON object (Content-Type: application/json)"}, 400
+            )
         listed = [
             {"field": ".".join(str(x) for x in p["loc"][1:]) or "(body)", "problem": p["msg"]}
             for p in problems

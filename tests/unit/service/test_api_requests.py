@@ -252,3 +252,18 @@ def test_a_billion_laughs_pipeline_is_400_and_not_deployed(client) -> None:
     (folder / "lol.yaml.txt").write_text(laughs())  # a file in the folder, named by path
     refused(c.post("/pipelines", json={"path": "lol.yaml.txt"}, headers=AUTH), 400,
             "more than 10,000 values")
+
+
+def test_the_token_is_checked_before_the_body_fields(client) -> None:
+    c, _, _ = client
+    for body in ({"weight": "heavy"}, [1], {"colour": 1}):
+        refused(c.patch(QUERY + "/control", json=body), 401, "required")
+    refused(c.post("/pipelines", json={"path": "/etc/passwd"}), 401, "required")
+
+
+def test_a_body_sent_as_another_content_type_is_400(client) -> None:
+    c, worker, _ = client
+    r = c.patch(QUERY + "/control", content=b'{"weight": 2}',
+                headers={**AUTH, "Content-Type": "text/plain"})
+    refused(r, 400, "JSON object")
+    assert worker.catalog.query("web-proxy", "domain_load").weight == 1.0

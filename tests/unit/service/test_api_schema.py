@@ -10,15 +10,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
-import threading
-import time
 from pathlib import Path
 
 import pytest
 import requests
 import schemathesis
-import uvicorn
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import (
     content_type_conformance,
@@ -32,6 +28,7 @@ from cq_service.catalog import Catalog
 from cq_service.service.api import make_app
 from cq_service.service.config import ServiceConfig
 from cq_service.service.worker import Worker
+from tests.unit.service.serving import serving_http
 
 ROOT = Path(__file__).resolve().parents[3]
 SCHEMA_FILE = ROOT / "schemas" / "api.openapi.json"
@@ -69,30 +66,8 @@ def test_the_schema_file_is_current(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def base_url(tmp_path_factory: pytest.TempPathFactory):
     """A worker with the web-proxy example and its API on 127.0.0.1 (uvicorn, a thread)."""
-    worker = _worker(tmp_path_factory.mktemp("fuzz"))
-    engine = threading.Thread(target=worker.run, daemon=True)
-    engine.start()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(make_app(worker), host="127.0.0.1", port=port,
-                                           log_level="warning"))
-    api = threading.Thread(target=server.run, daemon=True)
-    api.start()
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if requests.get(url + "/readyz", timeout=1).status_code == 200:
-                break
-        except requests.ConnectionError:
-            pass
-        time.sleep(0.05)
-    yield url
-    server.should_exit = True
-    api.join(10)
-    worker.stop()
-    engine.join(10)
+    with serving_http(_worker(tmp_path_factory.mktemp("fuzz"))) as url:
+        yield url
 
 
 def test_the_served_schema_is_the_file(base_url: str) -> None:
