@@ -206,7 +206,9 @@ def make_app(worker: Worker) -> FastAPI:
              response_model=QueryStatus, responses=_CHANGE)
     @app.patch("/queries/{pipeline}/{name}/control", dependencies=[Depends(authorized)],
                response_model=QueryStatus, responses=_CHANGE)
-    async def control(pipeline: PipelineName, name: QueryName, body: QueryControlIn) -> dict[str, Any]:
+    async def control(
+        pipeline: PipelineName, name: QueryName, body: QueryControlIn
+    ) -> dict[str, Any]:
         """Change a query's control table: weight, active, memory_budget, qos (the fields
         given; null leaves a field as it is)."""
 

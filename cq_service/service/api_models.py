@@ -235,6 +235,9 @@ def install_openapi(app: FastAPI) -> None:
     app.openapi = schema  # type: ignore[method-assign]
 
 
+_REFS = "#/components/schemas/"
+
+
 def _bearer_and_errors(doc: dict[str, Any], app: FastAPI) -> None:
     components = doc.setdefault("components", {})
     components.setdefault("securitySchemes", {})["bearer"] = {
@@ -260,8 +263,8 @@ def _bearer_and_errors(doc: dict[str, Any], app: FastAPI) -> None:
                     if error is not None:
                         response["content"] = {"application/json": error}
                 content = response.get("content", {}).get("application/json", {})
-                if content.get("schema", {}).get("$ref") == "#/components/schemas/HTTPValidationError":
-                    content["schema"] = {"$ref": "#/components/schemas/Error"}
+                if content.get("schema", {}).get("$ref") == f"{_REFS}HTTPValidationError":
+                    content["schema"] = {"$ref": f"{_REFS}Error"}
                     response["description"] = "the request does not fit the schema"
                 if status == "422" and "description" not in response:
                     response["description"] = "Unprocessable Content"
