@@ -270,3 +270,16 @@ def test_a_body_sent_as_another_content_type_is_400(client) -> None:
                 headers={**AUTH, "Content-Type": "text/plain"})
     refused(r, 400, "JSON object")
     assert worker.catalog.query("web-proxy", "domain_load").weight == 1.0
+
+
+def test_a_billion_laughs_file_in_the_folder_is_rejected_with_its_position(client) -> None:
+    _, worker, folder = client
+    path = folder / "lol.yaml"
+    path.write_text(laughs())
+    result = worker.call(lambda: worker.deploy_file(path))
+    assert result.status == "rejected"
+    assert result.errors == [
+        f"{path}:7:5: this value stands for more than 10,000 values once its aliases are "
+        "expanded (66,430); a pipeline file may hold at most 10,000"
+    ]
+    assert "web-proxy" in worker.pipelines  # the rest runs on
