@@ -107,9 +107,9 @@ def deploy(
         with urllib.request.urlopen(request, timeout=60) as response:
             result = json.loads(response.read())
     except urllib.error.HTTPError as e:
-        detail = e.read().decode(errors="replace")
-        typer.echo(f"{file}: the worker refused the deployment ({e.code}): {detail}", err=True)
-        raise typer.Exit(2 if e.code == 422 else 1) from None
+        typer.echo(f"{file}: the worker refused the deployment ({e.code}): {_reason(e)}",
+                   err=True)
+        raise typer.Exit(2 if e.code in (400, 413, 422) else 1) from None  # 2: the file's fault
     except OSError as e:
         typer.echo(f"cannot reach the worker at {server}: {e}", err=True)
         raise typer.Exit(1) from None
@@ -117,3 +117,17 @@ def deploy(
         if result.get(what):
             typer.echo(f"{what}: {', '.join(result[what])}")
     typer.echo(f"{result['pipeline']}: {result['status']}")
+
+
+def _reason(error: urllib.error.HTTPError) -> str:
+    """What the worker's JSON error body says (its `detail`, or a rejection's `errors`)."""
+    text = error.read().decode(errors="replace")
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return text
+    if not isinstance(body, dict):
+        return text
+    if body.get("errors") and all(isinstance(e, str) for e in body["errors"]):
+        return "\n".join(body["errors"])
+    return str(body.get("detail") or text)

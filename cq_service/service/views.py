@@ -115,7 +115,7 @@ def query_status(worker: Worker, pipeline: str, name: str, record: Any = None) -
 def explain_pipeline(worker: Worker, pipeline: str) -> str:
     spec = worker.pipelines.get(pipeline)
     if spec is None:
-        raise KeyError(pipeline)
+        raise KeyError(f"pipeline {pipeline}")
     choice = worker.schedulers.get(pipeline) or worker.scheduler_choice(pipeline, spec)
     text = explain(compile_pipeline(spec).plan, choice.name)
     settings = {k: v for k, v in window_settings(worker).items() if k[0] == pipeline}

@@ -1,11 +1,12 @@
 """Pipeline files: YAML -> validated, typed `PipelineSpec` (DESIGN §3).
 
 `load_pipeline(path)` returns the spec or raises `SpecErrors` listing every problem, each at its
-file position. The JSON Schema editors use is `pipeline_schema()` (published as
+file position (`SpecLimitExceeded` for a text whose YAML aliases expand too far or that nests
+too deep: yaml_limits.py). The JSON Schema editors use is `pipeline_schema()` (published as
 ``schemas/pipeline.schema.json``).
 """
 
-from cq_service.spec.exceptions import SpecErrors
+from cq_service.spec.exceptions import SpecErrors, SpecLimitExceeded
 from cq_service.spec.loader import (
     FORMAT_EXTENSIONS,
     load_pipeline,
@@ -32,6 +33,7 @@ __all__ = [
     "SinkSpec",
     "SourceSpec",
     "SpecErrors",
+    "SpecLimitExceeded",
     "StreamSpec",
     "load_pipeline",
     "load_pipeline_text",

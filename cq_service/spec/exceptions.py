@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from cq_service.errors import CQError, SpecError
 
-__all__ = ["SpecErrors"]
+__all__ = ["SpecErrors", "SpecLimitExceeded"]
 
 
 class SpecErrors(SpecError):
@@ -29,3 +29,8 @@ class SpecErrors(SpecError):
         if not self.errors:
             return super().render()
         return "\n".join(error.render() for error in self.errors)
+
+
+class SpecLimitExceeded(SpecErrors):
+    """A pipeline text over a bound of what it may stand for (YAML aliases expanding to too
+    many values, too deep a nesting: spec/yaml_limits.py), refused before it is expanded."""

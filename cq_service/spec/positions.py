@@ -22,7 +22,8 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.scanner import Scanner
 
 from cq_service.errors import Span, SpecError
-from cq_service.spec.exceptions import SpecErrors
+from cq_service.spec.exceptions import SpecErrors, SpecLimitExceeded
+from cq_service.spec.yaml_limits import BoundedSafeLoader, YamlLimitExceeded
 
 __all__ = ["Path", "YamlDocument", "parse_yaml", "scalar_positions", "yaml_kind"]
 
@@ -117,12 +118,17 @@ def parse_yaml(text: str, file: str | None = None) -> YamlDocument:
     Line ends are normalised to LF first (lines and columns are unchanged; span offsets
     index the normalised text).
 
-    Raises `SpecErrors` for a YAML syntax error; problems YAML itself would accept silently
-    (duplicate keys, boolean or null keys) are collected in the result's `errors`.
+    Raises `SpecErrors` for a YAML syntax error, `SpecLimitExceeded` for a document whose
+    aliases expand too far or that nests too deep (yaml_limits.py); problems YAML itself would
+    accept silently (duplicate keys, boolean or null keys) are collected in the result's
+    `errors`.
     """
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=BoundedSafeLoader)
+    except YamlLimitExceeded as exc:
+        span = Span(exc.mark.line + 1, exc.mark.column + 1, file=file)
+        raise SpecLimitExceeded([SpecError(exc.problem, span)], file=file) from None
     except yaml.MarkedYAMLError as exc:
         raise SpecErrors([_syntax_error(exc, file)], file=file) from None
     except yaml.YAMLError as exc:  # e.g. a character YAML does not allow

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import uvicorn
 from fastapi.testclient import TestClient
 
 from cq_service.service.api import make_app
@@ -27,3 +30,36 @@ def serving(worker: Worker, ready_within: float = 20.0) -> Iterator[TestClient]:
     finally:
         worker.stop()
         thread.join(10)
+
+
+@contextmanager
+def serving_http(worker: Worker, ready_within: float = 30.0) -> Iterator[str]:
+    """Run `worker` and its API on 127.0.0.1 (uvicorn, in a thread) until the block ends;
+    yields the API's base URL once /readyz answers 200 (or after `ready_within` seconds)."""
+    engine = threading.Thread(target=worker.run, daemon=True)
+    engine.start()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(
+        uvicorn.Config(make_app(worker), host="127.0.0.1", port=port, log_level="warning")
+    )
+    api = threading.Thread(target=server.run, daemon=True)
+    api.start()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + ready_within
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/readyz", timeout=1) as r:
+                if r.status == 200:
+                    break
+        except OSError:  # not listening yet, or 503 while starting
+            pass
+        time.sleep(0.05)
+    try:
+        yield url
+    finally:
+        server.should_exit = True
+        api.join(10)
+        worker.stop()
+        engine.join(10)

@@ -1,0 +1,58 @@
+"""`cq deploy` against a real worker API: the worker's refusal is printed as its `detail`
+(exit 1 for a credential problem), a file outside the worker's folder is deployed by its text."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cq_service.catalog import Catalog
+from cq_service.service.config import ServiceConfig
+from cq_service.service.worker import Worker
+from tests.unit.service.serving import serving_http
+
+CQ = Path(sys.executable).with_name("cq")
+EXAMPLE = Path(__file__).parents[3] / "pipelines" / "examples" / "web-proxy"
+TOKEN = "s3cret"
+
+
+@pytest.fixture(scope="module")
+def worker_url(tmp_path_factory: pytest.TempPathFactory):
+    tmp = tmp_path_factory.mktemp("deploy")
+    (tmp / "p").mkdir()
+    catalog = Catalog(f"sqlite:///{tmp / 'catalog.db'}")
+    catalog.upgrade()
+    config = ServiceConfig(pipelines=str(tmp / "p"), catalog=catalog.url, port=0, token=TOKEN,
+                           checkpoint_interval=0.5, reconcile_interval=3600)
+    with serving_http(Worker(config, catalog)) as url:
+        yield url
+
+
+def deploy(file: Path, url: str, token: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(CQ), "deploy", str(file), "--server", url, "--token", token],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_a_wrong_token_is_exit_1_with_the_workers_reason(worker_url: str) -> None:
+    r = deploy(EXAMPLE / "pipeline.yaml", worker_url, "wrong")
+    assert r.returncode == 1
+    assert r.stderr.strip() == (
+        f"{EXAMPLE / 'pipeline.yaml'}: the worker refused the deployment (401): "
+        "the token is not valid"
+    )
+
+
+def test_a_file_outside_the_workers_folder_is_deployed_by_its_text(
+    worker_url: str, tmp_path: Path
+) -> None:
+    # The worker cannot see this file (it is outside its folder): it deploys the text sent,
+    # and resolves the text's relative paths in its own folder, where they do not exist.
+    shutil.copytree(EXAMPLE, tmp_path / "web-proxy", ignore=shutil.ignore_patterns("out"))
+    r = deploy(tmp_path / "web-proxy" / "pipeline.yaml", worker_url, TOKEN)
+    assert r.returncode == 2, r.stderr
+    assert "(422)" in r.stderr and "source file 'data/requests.csv'" in r.stderr
+    assert ".deployed-pipeline-" in r.stderr  # the staged text, not the file named by path
