@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-import cq_service.catalog  # noqa: F401 - registers the catalog source of stored relations
 from cq_service.compiler import CompiledPipeline
 from cq_service.cql.logical import Source
 from cq_service.engine.adjust import Adjustment

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from cq_service.batch.archive import ArchiveError, StreamResult
 from cq_service.errors import CQError
+
+if TYPE_CHECKING:  # imported where used: `cq` mounts this command, and the archive is slow
+    from cq_service.batch.archive import StreamResult
 
 __all__ = ["archive", "describe"]
 
@@ -34,7 +37,7 @@ def archive(
 ) -> None:
     """Copy each stream's source (Kafka topics, files) into Parquet under the archive folder:
     only what is new since the last run; nothing twice."""
-    from cq_service.batch.archive import archive_pipeline
+    from cq_service.batch.archive import ArchiveError, archive_pipeline
     from cq_service.batch.spark import SparkSetupError, session
     from cq_service.catalog.cli import _open
     from cq_service.catalog.exceptions import CatalogError

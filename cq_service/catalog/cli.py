@@ -12,14 +12,15 @@ import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from cq_service.catalog import database
 from cq_service.catalog.exceptions import CatalogError, CatalogInputError
-from cq_service.catalog.loading import Change, check_records, read_records
-from cq_service.catalog.repository import Catalog
+
+if TYPE_CHECKING:  # imported where used: `cq` mounts these commands, and SQLAlchemy is slow
+    from cq_service.catalog.loading import Change
+    from cq_service.catalog.repository import Catalog
 
 __all__ = ["catalog_app", "relation_app"]
 
@@ -49,6 +50,9 @@ def _failures() -> Iterator[None]:
 
 def _open(url: str | None, *, create: bool = True) -> Catalog:
     """The catalog at `url`, migrated; a SQLite catalog is migrated here if it is not yet."""
+    from cq_service.catalog import database
+    from cq_service.catalog.repository import Catalog
+
     catalog = Catalog(url, create=create)
     revision = catalog.revision()
     if revision == database.head_revision():
@@ -73,6 +77,8 @@ def upgrade(
     url: str | None = CATALOG,
 ) -> None:
     """Create or migrate the catalog's tables up to REVISION."""
+    from cq_service.catalog.repository import Catalog
+
     with _failures():
         catalog = Catalog(url)
         try:
@@ -88,6 +94,8 @@ def downgrade(
     url: str | None = CATALOG,
 ) -> None:
     """Migrate the catalog down to REVISION (``base`` drops every catalog table)."""
+    from cq_service.catalog.repository import Catalog
+
     with _failures():
         catalog = Catalog(url, create=False)
         try:
@@ -100,6 +108,9 @@ def downgrade(
 @catalog_app.command("status")
 def status(url: str | None = CATALOG) -> None:
     """Print the catalog's revision and the newest one."""
+    from cq_service.catalog import database
+    from cq_service.catalog.repository import Catalog
+
     with _failures():
         catalog = Catalog(url, create=False)
         try:
@@ -132,6 +143,8 @@ def _schema(catalog: Catalog, relation: str, pipeline: str | None) -> Mapping[st
 def _store(
     url: str | None, relation: str, pipeline: str | None, records: list, **check: Any
 ) -> int:
+    from cq_service.catalog.loading import check_records
+
     catalog = _open(url)
     try:
         changes: list[Change] = check_records(
@@ -156,6 +169,8 @@ def load(
 
     Values are checked against the relation's schema when a deployed pipeline declares it;
     nothing is stored if any record is wrong."""
+    from cq_service.catalog.loading import read_records
+
     with _failures():
         records = read_records(file, fmt)
         count = _store(

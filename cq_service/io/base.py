@@ -12,6 +12,7 @@ file by `open_source` / `open_sink`.
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 from abc import ABC, abstractmethod
@@ -192,6 +193,10 @@ class SourceReader(ABC):
 
 SourceFactory = Callable[..., SourceReader]  # (stream, time_unit, batch_rows, columns=…)
 SOURCES: dict[str, SourceFactory] = {}
+# Readers registered by a module outside io, loaded when a pipeline first names their type:
+# the catalog's stored relations (importing the catalog costs SQLAlchemy; most commands never
+# open one).
+PLUGIN_SOURCES = {"catalog": "cq_service.catalog.relation_source"}
 
 
 def register_source(kind: str) -> Callable[[type[SourceReader]], type[SourceReader]]:
@@ -238,6 +243,8 @@ def open_source(
     names the schema columns used, `live` whether to follow it for new records (see
     `SourceReader`)."""
     kind = _kind(stream.source)
+    if stream.source.type in PLUGIN_SOURCES and stream.source.type not in SOURCES:
+        importlib.import_module(PLUGIN_SOURCES[stream.source.type])
     factory = SOURCES.get(kind) or SOURCES.get(stream.source.type)
     if factory is None:
         known = ", ".join(sorted(SOURCES))
