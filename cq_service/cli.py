@@ -464,21 +464,40 @@ def bench_restart(
     work: Path = typer.Option(Path("benchmarks/data/restart"), help="scratch folders"),
     out: Path = typer.Option(Path("benchmarks/results"), help="where restart.md/.json go"),
     json_out: bool = typer.Option(False, "--json", help="print the results as JSON"),
+    replay_max: int | None = typer.Option(
+        None, help="measure replay only up to this many records (it takes as long as the history)"
+    ),
+    merge: bool = typer.Option(
+        False, "--merge", help="keep the results file's results at the other histories"
+    ),
 ) -> None:
-    """Restart time of a worker after H records, from a state snapshot against replay."""
+    """Restart time of a worker after H records, from a state snapshot against replay.
+
+    restart.md/.json are rewritten after every measurement, so a long run that is stopped
+    leaves what it measured."""
     import json
     from dataclasses import asdict
 
-    from cq_service.bench.restart import report, run_benchmark
+    from cq_service.bench.restart import RestartResult, report, run_benchmark
 
     sizes = [20_000, 100_000] if quick else [int(h) for h in histories.split(",")]
-    results = run_benchmark(bootstrap, sizes, work)
-    out.mkdir(parents=True, exist_ok=True)
-    text = report(results)
     name = "restart-quick" if quick else "restart"
-    (out / f"{name}.md").write_text(text)
-    (out / f"{name}.json").write_text(json.dumps([asdict(r) for r in results], indent=1))
-    typer.echo(json.dumps([asdict(r) for r in results]) if json_out else text)
+    out.mkdir(parents=True, exist_ok=True)
+    kept: list[RestartResult] = []
+    if merge and (out / f"{name}.json").exists():
+        kept = [RestartResult(**r) for r in json.loads((out / f"{name}.json").read_text())
+                if r["history"] not in sizes]
+    measured: list[RestartResult] = []
+
+    def save(result: RestartResult) -> None:
+        measured.append(result)
+        results = kept + measured
+        (out / f"{name}.md").write_text(report(results))
+        (out / f"{name}.json").write_text(json.dumps([asdict(r) for r in results], indent=1))
+
+    run_benchmark(bootstrap, sizes, work, replay_max=replay_max, on_result=save)
+    results = kept + measured
+    typer.echo(json.dumps([asdict(r) for r in results]) if json_out else report(results))
 
 
 app.add_typer(catalog_app, name="catalog")

@@ -30,6 +30,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,8 +58,16 @@ class RestartResult:
     snapshot_seconds: float | None  # how long its last snapshot held the engine thread
 
 
-def run_benchmark(bootstrap: str, histories: list[int], work: Path) -> list[RestartResult]:
-    """Every query at every history length (cumulative: the topics grow), both modes."""
+def run_benchmark(
+    bootstrap: str,
+    histories: list[int],
+    work: Path,
+    replay_max: int | None = None,
+    on_result: Callable[[RestartResult], None] | None = None,
+) -> list[RestartResult]:
+    """Every query at every history length (cumulative: the topics grow), from its snapshot
+    and — up to `replay_max` records, or always — by replay; `on_result` sees each result as
+    it is measured."""
     from kafka import KafkaAdminClient
 
     work = work.resolve()  # each worker runs in its own folder: paths given to it are absolute
@@ -73,7 +82,11 @@ def run_benchmark(bootstrap: str, histories: list[int], work: Path) -> list[Rest
             _produce(bootstrap, s_topic, r_topic, produced, history)
             produced = history
             for query in QUERIES:
-                results.extend(_measure(bootstrap, s_topic, r_topic, query, history, work))
+                replay = replay_max is None or history <= replay_max
+                for result in _measure(bootstrap, s_topic, r_topic, query, history, work, replay):
+                    results.append(result)
+                    if on_result is not None:
+                        on_result(result)
     finally:
         admin.delete_topics([s_topic, r_topic])
         admin.close()
@@ -102,19 +115,21 @@ def report(results: list[RestartResult]) -> str:
         for history in sorted({r.history for r in results}):
             snap, replay = cells.get((query, history, "snapshot")), cells.get(
                 (query, history, "replay"))
-            if snap is None or replay is None:
+            if snap is None:
                 continue
             size = "—" if snap.snapshot_bytes is None else f"{snap.snapshot_bytes / 2**20:.1f} MiB"
             held = "—" if snap.snapshot_seconds is None else f"{snap.snapshot_seconds:.2f} s"
+            replayed = "not measured" if replay is None else f"{replay.seconds:.1f} s"
+            read_again = "—" if replay is None else f"{replay.read_again:,}"
             lines.append(
-                f"| {query} | {history:,} | {snap.seconds:.1f} s | {replay.seconds:.1f} s | "
-                f"{snap.read_again:,} / {replay.read_again:,} | {size} | {held} |"
+                f"| {query} | {history:,} | {snap.seconds:.1f} s | {replayed} | "
+                f"{snap.read_again:,} / {read_again} | {size} | {held} |"
             )
     return "\n".join(lines) + "\n"
 
 
 def _measure(bootstrap: str, s_topic: str, r_topic: str, query: str, history: int,
-             work: Path) -> list[RestartResult]:
+             work: Path, replay: bool = True) -> Iterator[RestartResult]:
     folder = work / f"{query}-{history}"
     shutil.rmtree(folder, ignore_errors=True)
     (folder / "pipelines").mkdir(parents=True)
@@ -128,17 +143,15 @@ def _measure(bootstrap: str, s_topic: str, r_topic: str, query: str, history: in
     log = (folder / "worker.log").read_text().splitlines()
     written = [line for line in log if " written in " in line and "snapshot " in line]
     held = float(written[-1].rsplit(" in ", 1)[1].split()[0]) if written else None
-    out = []
-    for mode, catalog in (("snapshot", "catalog.db"), ("replay", "replay.db")):
+    for mode, catalog in (("snapshot", "catalog.db"), ("replay", "replay.db"))[: 2 if replay else 1]:
         serve = _Serve(folder, bootstrap, catalog, snapshots=mode == "snapshot")
         seconds = serve.wait_caught_up()
         read = int(sum(v for k, v in serve.metrics().items()
                        if k.startswith("cq_source_elements_total{")))
         serve.stop()
-        out.append(RestartResult(query, history, mode, seconds, read, size, held))
         print(f"  {query:9s} H={history:>10,} {mode:8s} {seconds:8.2f} s, read {read:,}",
               flush=True)
-    return out
+        yield RestartResult(query, history, mode, seconds, read, size, held)
 
 
 def _pipeline(s_topic: str, r_topic: str, query: str) -> str:

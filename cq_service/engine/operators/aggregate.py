@@ -211,6 +211,13 @@ class _Extreme:
     def size(self) -> int:
         return self.pending + (0 if self.base_v is None else len(self.base_v))
 
+    def __getstate__(self) -> tuple[None, dict[str, object]]:
+        """Pickled (a state snapshot) consolidated: the distinct values and their counts, not
+        every chunk since the last consolidation — the same multiset and extreme."""
+        if self.chunks:
+            self._consolidate()
+        return None, {slot: getattr(self, slot) for slot in self.__slots__}
+
     def _consolidate(self) -> None:
         vs = [c[0] for c in self.chunks]
         ws = [c[1] for c in self.chunks]
