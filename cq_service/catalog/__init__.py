@@ -1,6 +1,7 @@
 """The SQL catalog: deployed pipelines' streams and relations, stored relation rows, queries
 with their run-time controls, deployments' scheduler controls, the deployment and adjustment
-logs, statistics snapshots and worker checkpoints (docs/catalog.md).
+logs, statistics snapshots, worker checkpoints and the pipelines deployed through the API
+(docs/catalog.md).
 
 `Catalog(url)` is the repository; SQLite is embedded by default (`default_url()`: ``$CQ_CATALOG``
 or ``sqlite:///.cq/catalog.db``), PostgreSQL by URL. Importing this package registers the
@@ -23,6 +24,7 @@ from cq_service.catalog.records import (
 from cq_service.catalog.relation_source import CatalogRelationReader
 from cq_service.catalog.repository import Catalog
 from cq_service.catalog.spec_json import sink_json, source_json, stream_json
+from cq_service.catalog.stored_pipelines import StoredPipelineRecord
 
 __all__ = [
     "ENV_VAR",
@@ -40,6 +42,7 @@ __all__ = [
     "RelationRowRecord",
     "SourceRecord",
     "StatsRecord",
+    "StoredPipelineRecord",
     "default_url",
     "head_revision",
     "sink_json",

@@ -20,6 +20,7 @@ TABLES = {
     "pipeline_controls",
     "archive_progress",
     "query_handovers",
+    "stored_pipelines",
 }
 
 
