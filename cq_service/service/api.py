@@ -12,7 +12,6 @@ worker uses is unreachable, `/healthz` stays 200.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import hmac
 import queue
 from pathlib import Path
@@ -126,16 +125,21 @@ def make_app(worker: Worker) -> FastAPI:
     async def deploy(request: Request) -> JSONResponse:
         """Deploy a pipeline now: a JSON body {"path": FILE} (a file the worker can read) or
         {"yaml": TEXT, "filename": NAME} (relative paths in it are taken from the pipelines
-        folder). With both, the file is used if the worker sees it with that text."""
+        folder; the text is kept in the catalog and deployed again at every start-up). With
+        both, the file is used if the worker sees it with that text."""
         body = await request.json()
         path = Path(body["path"]) if "path" in body else None
         if path is not None and "yaml" in body and not _holds(path, body["yaml"]):
             path = None
-        if path is None and "yaml" in body:
-            path = _stage(worker, body["yaml"], body.get("filename") or "pipeline.yaml")
-        elif path is None:
+        if path is not None:
+            result = await asyncio.to_thread(worker.call, lambda: worker.deploy_file(path))
+        elif "yaml" in body:
+            text, filename = body["yaml"], body.get("filename") or "pipeline.yaml"
+            result = await asyncio.to_thread(
+                worker.call, lambda: worker.deploy_text(text, filename)
+            )
+        else:
             raise HTTPException(422, 'give {"path": ...} or {"yaml": ...}')
-        result = await asyncio.to_thread(worker.call, lambda: worker.deploy_file(path))
         status = {"rejected": 422, "waiting": 503}.get(result.status, 200)
         return JSONResponse(result.to_json(), status_code=status)
 
@@ -228,14 +232,3 @@ def _holds(path: Path, text: str) -> bool:
         return path.read_text() == text
     except OSError:
         return False
-
-
-def _stage(worker: Worker, text: str, filename: str) -> Path:
-    """Save a pipeline sent over the API in the pipelines folder, as a hidden file (the
-    reconciler skips it; its relative paths are the folder's)."""
-    folder = Path(worker.config.pipelines)
-    folder.mkdir(parents=True, exist_ok=True)
-    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
-    path = folder / f".deployed-{Path(filename).stem}-{digest}.yaml"
-    path.write_text(text)
-    return path.resolve()

@@ -17,6 +17,7 @@ from cq_service.compiler import compile_pipeline
 from cq_service.engine.operators.base import NEVER
 from cq_service.engine.operators.range_window import RangeWindow
 from cq_service.plan.explain import explain
+from cq_service.service.reconciler import REJECTION_REASONS
 from cq_service.service.results import ResultTee
 from cq_service.spec.model import LATENCY_BOUNDED_SCHEDULER
 
@@ -173,6 +174,9 @@ def metrics_snapshot(worker: Worker) -> dict[str, Any]:
         "snapshots": _snapshots(worker),
         "adjustments": counts["adjustments"],
         "deployments": counts["deployments"],
+        "rejections": {
+            reason: worker.reconciler.rejections[reason] for reason in REJECTION_REASONS
+        },
         "pending": _pending(worker),
         "dependencies": {
             name: asdict(state) for name, state in worker.dependencies.states().items()
