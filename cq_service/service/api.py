@@ -125,13 +125,21 @@ def make_app(worker: Worker) -> FastAPI:
     async def deploy(request: Request) -> JSONResponse:
         """Deploy a pipeline now: a JSON body {"path": FILE} (a file the worker can read) or
         {"yaml": TEXT, "filename": NAME} (relative paths in it are taken from the pipelines
-        folder; the text is kept in the catalog and deployed again at every start-up). With
-        both, the file is used if the worker sees it with that text."""
+        folder). A text is kept in the catalog and deployed again at every start-up. With
+        both, if the worker sees the file with that text: a file of the pipelines folder is
+        deployed as the file it is; one outside it, as a text whose relative paths are the
+        file's folder's."""
         body = await request.json()
         path = Path(body["path"]) if "path" in body else None
         if path is not None and "yaml" in body and not _holds(path, body["yaml"]):
             path = None
-        if path is not None:
+        folder = Path(worker.config.pipelines).resolve()
+        if path is not None and "yaml" in body and folder not in path.resolve().parents:
+            text, at = body["yaml"], path
+            result = await asyncio.to_thread(
+                worker.call, lambda: worker.deploy_text(text, at.name, at)
+            )
+        elif path is not None:
             result = await asyncio.to_thread(worker.call, lambda: worker.deploy_file(path))
         elif "yaml" in body:
             text, filename = body["yaml"], body.get("filename") or "pipeline.yaml"

@@ -154,11 +154,13 @@ class Reconciler:
 
         return self._attempt(str(path), name, digest, revision, compiled)
 
-    def deploy_text(self, text: str, filename: str) -> DeployResult:
+    def deploy_text(self, text: str, filename: str, at: Path | None = None) -> DeployResult:
         """Deploy pipeline `text` sent through the API as `filename` (its relative paths are
-        taken from the pipelines folder); once running, it is kept in the catalog and
-        deployed again at every start-up, like a file."""
-        path = Path(self.rt.config.pipelines).resolve() / Path(filename).name
+        taken from the pipelines folder — or from the folder of `at`, the file outside the
+        folder it was read from); once running, it is kept in the catalog and deployed again
+        at every start-up, like a file."""
+        folder = Path(self.rt.config.pipelines).resolve()
+        path = at.resolve() if at is not None else folder / Path(filename).name
         digest = hash_text(text)
         name = path.stem
         with suppress(CQError):  # if it does not load, it is rejected below with every error
@@ -178,7 +180,8 @@ class Reconciler:
         )
         if result.status in ("applied", "unchanged"):
             try:
-                self.rt.catalog.store_pipeline(result.pipeline, path.name, text, digest)
+                kept_as = path.name if path.parent == folder else str(path)
+                self.rt.catalog.store_pipeline(result.pipeline, kept_as, text, digest)
             except Unreachable as e:  # it runs, but a restart would not bring it back
                 log.warning("%s runs but is not kept in the catalog: %s", name,
                             e.outage.describe())

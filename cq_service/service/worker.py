@@ -285,10 +285,10 @@ class Worker:
         """Validate and deploy one pipeline file now."""
         return self.reconciler.deploy_file(path)
 
-    def deploy_text(self, text: str, filename: str) -> DeployResult:
+    def deploy_text(self, text: str, filename: str, at: Path | None = None) -> DeployResult:
         """Deploy pipeline `text` sent through the API (kept in the catalog, deployed again at
-        every start-up)."""
-        return self.reconciler.deploy_text(text, filename)
+        every start-up; `at`: the file outside the pipelines folder it was read from)."""
+        return self.reconciler.deploy_text(text, filename, at)
 
     def deploy(
         self, compiled: CompiledPipeline, revision: str | None = None, spec_hash: str | None = None

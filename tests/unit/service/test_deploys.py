@@ -98,6 +98,30 @@ def test_an_api_deployed_pipeline_is_kept_in_the_catalog_and_runs_after_a_restar
     assert (folder / "api-out" / "domain_load.jsonl").read_text()
 
 
+def test_cq_deploy_of_a_file_outside_the_folder_is_kept_with_its_own_paths(
+    tmp_path: Path, folder: Path, make_worker
+) -> None:
+    """`cq deploy FILE` sends the file's path and text: a file outside the pipelines folder is
+    kept in the catalog, its relative paths still taken from its own folder after a restart."""
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(folder / "web-proxy" / "data", elsewhere / "data")
+    text = (folder / "web-proxy" / "pipeline.yaml").read_text().replace("name: web-proxy",
+                                                                        "name: outside")
+    (elsewhere / "mine.yaml").write_text(text)
+    worker = make_worker()
+    with serving(worker) as c:
+        body = {"yaml": text, "filename": "mine.yaml", "path": str(elsewhere / "mine.yaml")}
+        r = c.post("/pipelines", json=body, headers=AUTH)
+        assert r.status_code == 200 and r.json()["status"] == "applied", r.text
+    [stored] = worker.catalog.stored_pipelines()
+    assert (stored.pipeline, stored.filename) == ("outside", str(elsewhere / "mine.yaml"))
+    (elsewhere / "mine.yaml").unlink()  # the catalog keeps the text
+    restarted = make_worker()
+    assert {r.pipeline: r.status for r in restarted.reconcile()}["outside"] == "applied"
+    run_until_done(restarted)
+    assert (elsewhere / "out" / "domain_load.jsonl").read_text()
+
+
 def test_a_file_staged_by_an_earlier_version_moves_into_the_catalog(
     folder: Path, make_worker
 ) -> None:
