@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Protocol
 
 from sqlalchemy import select
@@ -78,5 +78,7 @@ class StoredPipelines:
 
 def _record(row: m.StoredPipeline) -> StoredPipelineRecord:
     return StoredPipelineRecord(
-        row.pipeline, row.filename, row.text, row.spec_hash, int(row.revision), row.updated_at
+        row.pipeline, row.filename, row.text, row.spec_hash, int(row.revision),
+        # SQLite drops the time zone of stored times: they are UTC.
+        row.updated_at if row.updated_at.tzinfo else row.updated_at.replace(tzinfo=UTC),
     )
