@@ -2,9 +2,12 @@
 
 A query whose plan, sink and sources are unchanged keeps running with its state; a changed one
 is replaced (the new version starts at the sources' current time); a removed one stops
-(docs/service.md, "Deploying"). Queries restored from the last worker's checkpoint start behind
-their old gates and drop what was delivered. A runner-spark pipeline runs as its own Spark job
-instead (spark_jobs.py).
+(docs/service.md, "Deploying"). It happens in two phases: first every source and sink the new
+and changed queries need is opened while everything runs on — one that cannot be opened rejects
+the version with nothing stopped (`DeployErrors`, each at its FILE:LINE:COL) — then what
+changed or went is stopped and the new queries start on what was opened. Queries restored from
+the last worker's checkpoint start behind their old gates and drop what was delivered. A
+runner-spark pipeline runs as its own Spark job instead (spark_jobs.py).
 """
 
 from __future__ import annotations

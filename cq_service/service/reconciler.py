@@ -1,10 +1,14 @@
-"""GitOps: the pipelines folder is the source of truth (docs/service.md, "Deploying").
+"""GitOps: the pipelines folder, and the pipelines deployed through the API, are the source
+of truth (docs/service.md, "Deploying").
 
-Every `*.yaml`/`*.yml` file under the folder (hidden files and folders skipped) is one pipeline.
-`reconcile` applies each file whose bytes changed since it was last applied and stops the
-pipelines whose files are gone. A file that does not load or compile, or whose sources or sinks
-cannot be opened, is rejected: its errors are recorded in the catalog and kept for the API, and
-the version already running keeps running.
+Every `*.yaml`/`*.yml` file under the folder (hidden files and folders skipped) is one pipeline;
+so is every pipeline text the API kept in the catalog (`deploy_text`, table
+``stored_pipelines``). `reconcile` applies each file and stored text whose bytes changed since
+it was last applied and stops the pipelines whose files are gone. A file that cannot be read,
+does not load or compile, or whose sources or sinks cannot be opened — or whose deployment
+fails for any other reason — is rejected: its errors are recorded in the catalog, kept for the
+API and counted by reason (`rejections`), and the version already running keeps running. No
+error ends `reconcile`.
 
 A deployment that cannot be made or recorded because a dependency is unreachable (the catalog,
 the brokers of a source) is not a rejection: nothing is recorded, the file *waits* (`waiting`,
