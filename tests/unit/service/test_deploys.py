@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from cq_service.errors import Outage, Unreachable
+from cq_service.service import deployer as deploying
 from cq_service.service import reconciler as reconciling
 from cq_service.service import views
 from tests.unit.service.conftest import TOKEN
@@ -66,6 +68,40 @@ def test_a_sink_that_cannot_be_opened_rejects_the_version_and_stops_nothing(
     assert (last.status, last.error) == ("rejected", error)
     assert worker.reconciler.rejections["source_or_sink"] == 1
     assert not (folder / "blocker").is_dir()
+
+
+def test_an_unreachable_new_source_makes_the_version_wait_with_nothing_stopped(
+    folder: Path, make_worker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worker = make_worker()
+    run_until_done(worker)
+    running = dict(worker.queries)
+    sources = dict(worker.sources)
+    path = folder / "web-proxy" / "pipeline.yaml"
+    text = path.read_text().replace("Range 30 Seconds", "Range 40 Seconds")
+    text = text.replace("relations:", "  Clicks:\n    schema: {client_id: int}\n    timestamp: ts\n"
+                        "    source: {type: file, path: data/requests.csv, format: csv}\nrelations:")
+    text += "  all_clicks:\n    cql: SELECT * FROM Clicks\n    sink: {type: file, path: out/clicks.jsonl}\n"
+    path.write_text(text)
+    real = deploying.open_source
+
+    def away(stream, *args, **kwargs):
+        if stream.name == "Clicks":
+            raise Unreachable(Outage("kafka 10.0.0.1:9092", "source Clicks", "refused", 0.0))
+        return real(stream, *args, **kwargs)
+
+    monkeypatch.setattr(deploying, "open_source", away)
+    [result] = worker.reconcile()
+    assert result.status == "waiting", result
+    assert worker.queries == running and worker.sources == sources
+    clicks = folder / "web-proxy" / "out" / "clicks.jsonl"
+    assert clicks.read_text() == ""  # opened by the first phase, closed again: nothing written
+    assert worker.catalog.deployments("web-proxy")[-1].status == "applied"  # nothing recorded
+    monkeypatch.undo()
+    worker.reconciler._retry_at = 0.0  # the backoff is up
+    [result] = worker.reconcile()
+    assert result.status == "applied" and result.replaced == ["domain_load"]
+    assert result.added == ["all_clicks"]
 
 
 def test_an_api_deployed_pipeline_is_kept_in_the_catalog_and_runs_after_a_restart(
