@@ -102,7 +102,6 @@ class Deployer:
         spec_hash = file_digest(Path(spec.path)) if spec_hash is None else spec_hash
         if spec.resources.runner == "spark":
             return self._deploy_on_spark(spec, revision, spec_hash)
-        self.spark_jobs.stop(name)  # back from Spark to the engine
         result = DeployResult(name, "applied")
         active = {q.name: q for q in rt.catalog.queries(name)}
         desired: dict[str, RunningQuery] = {}
@@ -123,6 +122,7 @@ class Deployer:
         # Phase 1: open every new source and sink while the running version runs on; one that
         # cannot be opened rejects the deployment (Unreachable: it waits) with nothing stopped.
         self._open_new(spec, [desired[n] for n in changed], [bound[n] for n in changed])
+        self.spark_jobs.stop(name)  # back from Spark to the engine
         # Phase 2: stop what changed or went, start the new version on what phase 1 opened.
         try:
             for qname, q in running.items():
@@ -370,11 +370,16 @@ class Deployer:
         errors: list[CQError] = []
         away: Unreachable | None = None
         had = set(rt.sources)
+        failed: set[str] = set()  # source keys that did not open (once per source)
         for q, bq in zip(queries, bound, strict=True):
             for n, key in q.source_keys.items():
+                if key in failed:
+                    continue
                 stream = inputs[declared(inputs, n)]
+                failed.add(key)
                 try:
                     self._ensure_source(key, stream, spec)
+                    failed.discard(key)
                 except Unreachable as e:
                     away = away or e
                 except Exception as e:  # any failure to open is the deployment's
@@ -384,6 +389,12 @@ class Deployer:
             assert sink is not None
             try:
                 [node] = plan_queries([(replace(bq, name=q.key), sink)]).sinks
+            except Exception as e:  # caught before anything stops, like a sink
+                message = e.message if isinstance(e, CQError) else f"{type(e).__name__}: {e}"
+                errors.append(CQError(f"query {q.name} cannot be planned: {message}",
+                                      spec.queries[q.name].span, file=spec.path))
+                continue
+            try:
                 self._opened[q.key] = rt.tune(
                     open_sink(worker_sink(node.sink), list(node.columns), node.types)
                 )
