@@ -65,6 +65,7 @@ class Reconciler:
         self._backoff = Backoff(rt.config.retry_backoff, rt.config.retry_backoff_max)
         self._retry_at = 0.0  # monotonic: waiting files are not tried before
         self._staged_moved = False
+        self.failure: str | None = None  # why the last reconcile failed outside any pipeline
 
     def reconcile(self) -> list[DeployResult]:
         """Apply every pipeline file in the folder, and every pipeline deployed through the
@@ -72,11 +73,14 @@ class Reconciler:
         their retry is due); stop the pipelines whose files are gone. An error that is not
         the files' is logged and counted (`rejections["internal"]`): the worker goes on."""
         try:
-            return self._reconcile()
-        except Exception:
+            results = self._reconcile()
+        except Exception as e:
             log.exception("reconciling the pipelines failed; tried again at the next interval")
             self.rejections["internal"] += 1
+            self.failure = f"internal error: {type(e).__name__}: {e}"
             return []
+        self.failure = None
+        return results
 
     def _reconcile(self) -> list[DeployResult]:
         folder = Path(self.rt.config.pipelines)

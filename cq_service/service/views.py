@@ -69,7 +69,11 @@ def describe(worker: Worker) -> dict[str, Any]:
         p["spark"] = worker.spark_jobs.status(p["name"])  # None: not a runner-spark job
         archived = worker.archives.last.get(p["name"])  # the scheduled archive's last run
         p["archive"] = None if archived is None else asdict(archived)
-    return {"pipelines": list(pipelines.values()), "paused": worker.paused}
+    return {
+        "pipelines": list(pipelines.values()),
+        "paused": worker.paused,
+        "reconcile_error": worker.reconciler.failure,  # the last rescan's, outside any pipeline
+    }
 
 
 def pipeline_control(worker: Worker, pipeline: str) -> dict[str, Any]:

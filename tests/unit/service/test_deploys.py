@@ -226,10 +226,14 @@ def test_an_unexpected_error_is_recorded_and_the_worker_goes_on(
         monkeypatch.setattr(worker.reconciler, "_deploy_stored", fails)
         (folder / "web-proxy" / "third.yaml").write_text(second.replace("name: second", "name: third"))
         wait_for(lambda: worker.reconciler.rejections["internal"] >= 3)
+        assert c.get("/pipelines").json()["reconcile_error"] == (
+            "internal error: RuntimeError: the catalog returned nonsense"
+        )
         monkeypatch.undo()
         (folder / "web-proxy" / "second.yaml").write_text(second + "# fixed\n")
         wait_for(lambda: "second/domain_load" in " ".join(worker.queries))
         assert c.get("/healthz").status_code == 200
+        assert c.get("/pipelines").json()["reconcile_error"] is None
     assert worker._engine_thread is not None and not worker._engine_thread.is_alive()
 
 
