@@ -285,7 +285,8 @@ class Reconciler:
     def _move_staged(self, folder: Path) -> None:
         """Pipelines an earlier version staged as hidden ``.deployed-*`` files: kept in the
         catalog instead (deployed below, like every stored pipeline), the files removed."""
-        for path in sorted(folder.glob(".deployed-*.y*ml")) if folder.is_dir() else []:
+        staged = list(folder.glob(".deployed-*.y*ml")) if folder.is_dir() else []
+        for path in sorted(staged, key=lambda p: p.stat().st_mtime_ns):  # the newest kept
             try:
                 text = path.read_text(encoding="utf-8-sig")
                 name = load_pipeline_text(text, path).name
