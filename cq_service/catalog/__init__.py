@@ -1,6 +1,7 @@
 """The SQL catalog: deployed pipelines' streams and relations, stored relation rows, queries
 with their run-time controls, deployments' scheduler controls, the deployment and adjustment
-logs, statistics snapshots and worker checkpoints (docs/catalog.md).
+logs, statistics snapshots, worker checkpoints and the pipelines deployed through the API
+(docs/catalog.md).
 
 `Catalog(url)` is the repository; SQLite is embedded by default (`default_url()`: ``$CQ_CATALOG``
 or ``sqlite:///.cq/catalog.db``), PostgreSQL by URL. The ``catalog`` source type (stored
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from cq_service.catalog.relation_source import CatalogRelationReader
     from cq_service.catalog.repository import Catalog
     from cq_service.catalog.spec_json import sink_json, source_json, stream_json
+    from cq_service.catalog.stored_pipelines import StoredPipelineRecord
 
 _HOMES = {
     "database": ("ENV_VAR", "default_url", "head_revision"),
@@ -56,6 +58,7 @@ _HOMES = {
     "relation_source": ("CatalogRelationReader",),
     "repository": ("Catalog",),
     "spec_json": ("sink_json", "source_json", "stream_json"),
+    "stored_pipelines": ("StoredPipelineRecord",),
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 
@@ -75,6 +78,7 @@ __all__ = [
     "RelationRowRecord",
     "SourceRecord",
     "StatsRecord",
+    "StoredPipelineRecord",
     "default_url",
     "head_revision",
     "sink_json",

@@ -39,6 +39,7 @@ __all__ = [
     "QueryHandover",
     "RelationRow",
     "StatsSnapshot",
+    "StoredPipeline",
     "Stream",
     "utcnow",
 ]
@@ -231,4 +232,19 @@ class QueryHandover(Base):
     pipeline: Mapped[str] = mapped_column(Name, primary_key=True)
     query: Mapped[str] = mapped_column(Name, primary_key=True)
     until_ts: Mapped[int] = mapped_column(BigInteger)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class StoredPipeline(Base):
+    """A pipeline deployed through the API: its text, hash and revision (counted up with each
+    new text); the worker deploys it like a file of the pipelines folder."""
+
+    __tablename__ = "stored_pipelines"
+    __table_args__ = (CheckConstraint("revision >= 1", name="ck_stored_pipelines_revision"),)
+
+    pipeline: Mapped[str] = mapped_column(Name, primary_key=True)
+    filename: Mapped[str] = mapped_column(Name)
+    text: Mapped[str] = mapped_column(Text)
+    spec_hash: Mapped[str] = mapped_column(String(128))
+    revision: Mapped[int] = mapped_column(BigInteger)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -50,6 +50,7 @@ from cq_service.catalog.records import (
     StatsRecord,
 )
 from cq_service.catalog.spec_json import stream_json
+from cq_service.catalog.stored_pipelines import StoredPipelines
 from cq_service.errors import Outage
 from cq_service.spec.model import LATENCY_BOUNDED_SCHEDULER, SCHEDULERS, StreamSpec
 
@@ -59,7 +60,7 @@ _INT64 = (-(2**63), 2**63 - 1)
 _CONTROLS = ("weight", "qos", "memory_budget")
 
 
-class Catalog:
+class Catalog(StoredPipelines):
     """The catalog at `url` (default: `database.default_url()`).
 
     `create=False` refuses to make a new SQLite file (readers should not create catalogs);

@@ -15,7 +15,6 @@ dependency that cannot be reached now (the catalog database, a source's brokers)
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import queue
 from pathlib import Path
 from typing import Annotated, Any
@@ -169,9 +168,12 @@ def make_app(worker: Worker) -> FastAPI:
                                "description": "waiting for a dependency (Deployed, status "
                                "waiting) or the engine did not answer (Error)"}})
     async def deploy(body: DeployIn) -> JSONResponse:
-        """Deploy a pipeline now: {"yaml": TEXT, "filename": NAME} (relative paths in it are
-        taken from the pipelines folder) or {"path": FILE} (a file in the pipelines folder).
-        With both, the file is used if it is in the folder and holds that text."""
+        """Deploy a pipeline now: {"yaml": TEXT, "filename": NAME} (kept in the catalog and
+        deployed again at every start-up; relative paths in it are taken from the pipelines
+        folder) or {"path": FILE} (a file in the pipelines folder, deployed as the file it
+        is). With both (what `cq deploy` sends), the file is used if it is in the folder and
+        holds that text; otherwise the text is, its relative paths taken from FILE's folder —
+        a file outside the pipelines folder is never read."""
         folder = Path(worker.config.pipelines)
         path = None
         if body.path is not None:
@@ -182,14 +184,19 @@ def make_app(worker: Worker) -> FastAPI:
                     raise
             if path is not None and body.yaml is not None and not _holds(path, body.yaml):
                 path = None
-        filename = body.filename or "pipeline.yaml"
-        if path is None:
-            assert body.yaml is not None  # DeployIn holds a text or a path
-            _check_bounds(body.yaml, filename)
-            path = _stage(worker, body.yaml, filename)
-        else:
+        if path is not None:
             _check_bounds(_read(path), str(path))
-        result = await asyncio.to_thread(worker.call, lambda: worker.deploy_file(path))
+            file = path
+            result = await asyncio.to_thread(worker.call, lambda: worker.deploy_file(file))
+        else:
+            assert body.yaml is not None  # DeployIn holds a text or a path
+            text = body.yaml
+            at = None if body.path is None else Path(body.path)
+            filename = at.name if at is not None else body.filename or "pipeline.yaml"
+            _check_bounds(text, filename)
+            result = await asyncio.to_thread(
+                worker.call, lambda: worker.deploy_text(text, filename, at)
+            )
         status = {"rejected": 422, "waiting": 503}.get(result.status, 200)
         return JSONResponse(result.to_json(), status_code=status)
 
@@ -306,14 +313,3 @@ def _holds(path: Path, text: str) -> bool:
         return path.read_text() == text
     except OSError:
         return False
-
-
-def _stage(worker: Worker, text: str, filename: str) -> Path:
-    """Save a pipeline sent over the API in the pipelines folder, as a hidden file (the
-    reconciler skips it; its relative paths are the folder's)."""
-    folder = Path(worker.config.pipelines)
-    folder.mkdir(parents=True, exist_ok=True)
-    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
-    path = folder / f".deployed-{Path(filename).stem}-{digest}.yaml"
-    path.write_text(text)
-    return path.resolve()

@@ -2,9 +2,12 @@
 
 A query whose plan, sink and sources are unchanged keeps running with its state; a changed one
 is replaced (the new version starts at the sources' current time); a removed one stops
-(docs/service.md, "Deploying"). Queries restored from the last worker's checkpoint start behind
-their old gates and drop what was delivered. A runner-spark pipeline runs as its own Spark job
-instead (spark_jobs.py).
+(docs/service.md, "Deploying"). It happens in two phases: first every source and sink the new
+and changed queries need is opened while everything runs on — one that cannot be opened rejects
+the version with nothing stopped (`DeployErrors`, each at its FILE:LINE:COL) — then what
+changed or went is stopped and the new queries start on what was opened. Queries restored from
+the last worker's checkpoint start behind their old gates and drop what was delivered. A
+runner-spark pipeline runs as its own Spark job instead (spark_jobs.py).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from cq_service.cql import logical as L
 from cq_service.engine.build import SourceOptions
 from cq_service.engine.live import GroupState
 from cq_service.engine.operators.base import NEVER
-from cq_service.errors import CQError
+from cq_service.errors import CQError, Span, Unreachable
 from cq_service.io import open_sink, open_source
 from cq_service.io.dead_letter import DeadLetterSink
 from cq_service.plan.physical import SinkNode
@@ -49,7 +52,7 @@ from cq_service.service.scheduling import Schedulers
 from cq_service.service.spark_jobs import SparkJobs
 from cq_service.spec.model import PipelineSpec, SinkSpec, StreamSpec
 
-__all__ = ["DeployResult", "Deployer"]
+__all__ = ["DeployErrors", "DeployResult", "Deployer"]
 
 log = logging.getLogger("cq.worker")
 
@@ -86,6 +89,7 @@ class Deployer:
         self.restore = restore
         self.spark_jobs = spark_jobs
         self._handovers: dict[str, tuple[Any, int]] = {}  # source key -> (plan, T2)
+        self._opened: dict[str, Any] = {}  # query key -> its sink, opened by phase 1
 
     def deploy(
         self, compiled: CompiledPipeline, revision: str | None = None, spec_hash: str | None = None
@@ -98,7 +102,6 @@ class Deployer:
         spec_hash = file_digest(Path(spec.path)) if spec_hash is None else spec_hash
         if spec.resources.runner == "spark":
             return self._deploy_on_spark(spec, revision, spec_hash)
-        self.spark_jobs.stop(name)  # back from Spark to the engine
         result = DeployResult(name, "applied")
         active = {q.name: q for q in rt.catalog.queries(name)}
         desired: dict[str, RunningQuery] = {}
@@ -113,32 +116,48 @@ class Deployer:
             desired[bq.name] = self._describe_query(spec, bq, qspec.sink)
             bound[bq.name] = bq
         running = {q.name: q for q in rt.queries_of(name)}
-        for qname, q in running.items():
-            new = desired.get(qname)
-            if new is None or new.fingerprint != q.fingerprint:
-                self.stop_query(q)
-                (result.replaced if new is not None else result.removed).append(qname)
-        failpoints.hit("deploy.stopped")
-        start = [n for n in desired if n not in running or n in result.replaced]
-        result.kept = [n for n in desired if n not in start]
-        turned_away: dict[str, RunningQuery] = {}
-        for r in self.budgets.admit(spec, [desired[n] for n in start], [bound[n] for n in start]):
-            qname = r.query.split("/", 1)[1]
-            result.rejected[qname] = r.reason
-            start.remove(qname)
-            turned_away[qname] = desired.pop(qname)
-        result.added = [n for n in start if n not in result.replaced]
-        if start:
-            try:
-                self._start_queries(spec, [desired[n] for n in start], [bound[n] for n in start])
-            except CQError:
-                # A sink or source that cannot be opened: back to the version that ran.
-                for q in rt.queries_of(name):
+        changed = [
+            n for n in desired if n not in running or desired[n].fingerprint != running[n].fingerprint
+        ]
+        # Phase 1: open every new source and sink while the running version runs on; one that
+        # cannot be opened rejects the deployment (Unreachable: it waits) with nothing stopped.
+        self._open_new(spec, [desired[n] for n in changed], [bound[n] for n in changed])
+        self.spark_jobs.stop(name)  # back from Spark to the engine
+        # Phase 2: stop what changed or went, start the new version on what phase 1 opened.
+        try:
+            for qname, q in running.items():
+                new = desired.get(qname)
+                if new is None or new.fingerprint != q.fingerprint:
                     self.stop_query(q)
-                previous = rt.pipelines.get(name)
-                if previous is not None and previous is not spec:
-                    self.deploy(compile_pipeline(previous))
-                raise
+                    (result.replaced if new is not None else result.removed).append(qname)
+            failpoints.hit("deploy.stopped")
+            start = [n for n in desired if n not in running or n in result.replaced]
+            result.kept = [n for n in desired if n not in start]
+            turned_away: dict[str, RunningQuery] = {}
+            admitted = self.budgets.admit(
+                spec, [desired[n] for n in start], [bound[n] for n in start]
+            )
+            for r in admitted:
+                qname = r.query.split("/", 1)[1]
+                result.rejected[qname] = r.reason
+                start.remove(qname)
+                turned_away[qname] = desired.pop(qname)
+            result.added = [n for n in start if n not in result.replaced]
+            if start:
+                self._start_queries(spec, [desired[n] for n in start], [bound[n] for n in start])
+        except Exception:
+            # Not a source or sink (phase 1 opened those): a failure of the engine itself. The
+            # pipeline is left as the previous version, restarted from empty state.
+            log.exception("deploying %s failed after its queries were stopped", name)
+            self._close_opened()
+            for q in rt.queries_of(name):
+                self.stop_query(q)
+            previous = rt.pipelines.get(name)
+            if previous is not None and previous is not spec:
+                self.deploy(compile_pipeline(previous))
+            raise
+        finally:
+            self._close_opened()
         failpoints.hit("deploy.started")
         for qname in desired:
             q = desired[qname] if qname in start else running[qname]
@@ -329,9 +348,78 @@ class Deployer:
 
     def _writer(self, q: RunningQuery, s: SinkNode, frontier: int) -> Any:
         """Query `q`'s result writer, dropping results at or before `frontier` (delivered)."""
-        writer = self.rt.tune(open_sink(worker_sink(s.sink), list(s.columns), s.types))
+        writer = self._opened.pop(q.key, None)
+        if writer is None or (writer.names, writer.types) != (tuple(s.columns), tuple(s.types)):
+            if writer is not None:
+                writer.close()
+            writer = self.rt.tune(open_sink(worker_sink(s.sink), list(s.columns), s.types))
         q.tee = ResultTee(writer, list(s.columns))
         return ResumeFilter(q.tee, frontier) if frontier != NEVER else q.tee
+
+    def _open_new(
+        self, spec: PipelineSpec, queries: list[RunningQuery], bound: list[Any]
+    ) -> None:
+        """Open the sources and sinks of the queries about to start, before anything stops.
+
+        Every one is tried; those that fail are raised together as `DeployErrors`, each at
+        its place in the pipeline file (`Unreachable` if all that failed is a dependency that
+        cannot be reached now: the deployment waits). Whatever was opened is closed again and
+        the sources it added are dropped: the engine is as before."""
+        rt = self.rt
+        inputs = {**spec.streams, **spec.relations}
+        errors: list[CQError] = []
+        away: Unreachable | None = None
+        had = set(rt.sources)
+        failed: set[str] = set()  # source keys that did not open (once per source)
+        for q, bq in zip(queries, bound, strict=True):
+            for n, key in q.source_keys.items():
+                if key in failed:
+                    continue
+                stream = inputs[declared(inputs, n)]
+                failed.add(key)
+                try:
+                    self._ensure_source(key, stream, spec)
+                    failed.discard(key)
+                except Unreachable as e:
+                    away = away or e
+                except Exception as e:  # any failure to open is the deployment's
+                    errors.append(_located(e, f"source of {stream.name}", stream.source.span,
+                                           spec.path))
+            sink = spec.queries[q.name].sink
+            assert sink is not None
+            try:
+                [node] = plan_queries([(replace(bq, name=q.key), sink)]).sinks
+            except Exception as e:  # caught before anything stops, like a sink
+                message = e.message if isinstance(e, CQError) else f"{type(e).__name__}: {e}"
+                errors.append(CQError(f"query {q.name} cannot be planned: {message}",
+                                      spec.queries[q.name].span, file=spec.path))
+                continue
+            try:
+                self._opened[q.key] = rt.tune(
+                    open_sink(worker_sink(node.sink), list(node.columns), node.types)
+                )
+            except Unreachable as e:
+                away = away or e
+            except Exception as e:
+                errors.append(_located(e, f"sink of {q.name}", sink.span, spec.path))
+        if errors or away is not None:
+            self._close_opened()
+            for key in set(rt.sources) - had:
+                self.restore.restored_sources.pop(key, None)
+            self.drop_unread_sources()
+            if errors:
+                raise DeployErrors(errors, file=spec.path)
+            assert away is not None
+            raise away
+
+    def _close_opened(self) -> None:
+        """Close the sinks phase 1 opened that no query took."""
+        while self._opened:
+            _, writer = self._opened.popitem()
+            try:
+                writer.close()
+            except Exception:  # one that cannot close must not hide the cause
+                log.exception("closing an unused sink failed")
 
     def _sources_restored(
         self, group: GroupState, inputs: dict[str, StreamSpec], spec: PipelineSpec
@@ -428,6 +516,28 @@ class Deployer:
             rt.engine.remove_source(key)
             s.reader.close()
             s.dead_letter.close()
+
+
+class DeployErrors(CQError):
+    """The sources and sinks of a deployment that could not be opened, each rendered
+    ``FILE:LINE:COL: message``."""
+
+    def __init__(self, errors: list[CQError], *, file: str | None = None):
+        self.errors = errors
+        super().__init__(f"{len(errors)} source(s) or sink(s) cannot be opened", file=file)
+
+    def lines(self) -> list[str]:
+        return [e.render() for e in self.errors]
+
+    def render(self) -> str:
+        return "\n".join(self.lines())
+
+
+def _located(error: Exception, what: str, span: Span, file: str) -> CQError:
+    """`error` of opening `what`, at `span` in pipeline `file`."""
+    message = error.message if isinstance(error, CQError) else f"{type(error).__name__}: {error}"
+    where = error.span if isinstance(error, CQError) and error.span is not None else span
+    return CQError(f"{what} cannot be opened: {message}", where, file=file)
 
 
 def _start_after(gates: dict[str, int]) -> int | None:

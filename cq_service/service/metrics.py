@@ -81,6 +81,15 @@ class _Snapshot:
         for status, n in d["deployments"].items():
             deployments.add_metric([status], n)
         yield deployments
+        rejected = CounterMetricFamily(
+            "cq_deploy_rejected",
+            "Deployments this worker rejected, by reason (unreadable, invalid, source_or_sink, "
+            "internal)",
+            labels=["reason"],
+        )
+        for reason, n in d.get("rejections", {}).items():
+            rejected.add_metric([reason], n)
+        yield rejected
         yield GaugeMetricFamily(
             "cq_peak_bytes", "Peak bytes in queues and synopses", value=d["peak_bytes"]
         )

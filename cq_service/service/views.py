@@ -10,6 +10,7 @@ import json
 import time
 from collections import Counter
 from dataclasses import asdict, is_dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cq_service.catalog import CatalogUnavailable, PipelineControlRecord
@@ -17,6 +18,7 @@ from cq_service.compiler import compile_pipeline
 from cq_service.engine.operators.base import NEVER
 from cq_service.engine.operators.range_window import RangeWindow
 from cq_service.plan.explain import explain
+from cq_service.service.reconciler import API, REJECTION_REASONS
 from cq_service.service.results import ResultTee
 from cq_service.spec.model import LATENCY_BOUNDED_SCHEDULER
 
@@ -48,8 +50,11 @@ def describe(worker: Worker) -> dict[str, Any]:
     for name, spec in {**worker.pipelines, **worker.spark_jobs.specs}.items():
         pipelines.setdefault(name, {"name": name, "queries": {}})["file"] = spec.path
     for path, errors in worker.errors.items():
-        name = worker.file_pipeline.get(path)
-        entry = pipelines.setdefault(name or path, {"name": name or path, "queries": {}})
+        # A file that never loaded is recorded under its stem; an API text under its name.
+        name = worker.file_pipeline.get(path) or (
+            path.removeprefix(API) if path.startswith(API) else Path(path).stem
+        )
+        entry = pipelines.setdefault(name, {"name": name, "queries": {}})
         entry["rejected"] = {"file": path, "errors": errors}
     controls = {c.pipeline: c for c in worker.catalog.pipeline_controls()}
     for p in pipelines.values():
@@ -64,7 +69,11 @@ def describe(worker: Worker) -> dict[str, Any]:
         p["spark"] = worker.spark_jobs.status(p["name"])  # None: not a runner-spark job
         archived = worker.archives.last.get(p["name"])  # the scheduled archive's last run
         p["archive"] = None if archived is None else asdict(archived)
-    return {"pipelines": list(pipelines.values()), "paused": worker.paused}
+    return {
+        "pipelines": list(pipelines.values()),
+        "paused": worker.paused,
+        "reconcile_error": worker.reconciler.failure,  # the last rescan's, outside any pipeline
+    }
 
 
 def pipeline_control(worker: Worker, pipeline: str) -> dict[str, Any]:
@@ -173,6 +182,9 @@ def metrics_snapshot(worker: Worker) -> dict[str, Any]:
         "snapshots": _snapshots(worker),
         "adjustments": counts["adjustments"],
         "deployments": counts["deployments"],
+        "rejections": {
+            reason: worker.reconciler.rejections[reason] for reason in REJECTION_REASONS
+        },
         "pending": _pending(worker),
         "dependencies": {
             name: asdict(state) for name, state in worker.dependencies.states().items()

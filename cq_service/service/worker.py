@@ -281,9 +281,14 @@ class Worker:
         the pipelines whose files are gone."""
         return self.reconciler.reconcile()
 
-    def deploy_file(self, path: Path, digest: str | None = None) -> DeployResult:
-        """Validate and deploy one pipeline file (`digest`: its content hash, if known)."""
-        return self.reconciler.deploy_file(path, digest)
+    def deploy_file(self, path: Path) -> DeployResult:
+        """Validate and deploy one pipeline file now."""
+        return self.reconciler.deploy_file(path)
+
+    def deploy_text(self, text: str, filename: str, at: Path | None = None) -> DeployResult:
+        """Deploy pipeline `text` sent through the API (kept in the catalog, deployed again at
+        every start-up; `at`: the file outside the pipelines folder it was read from)."""
+        return self.reconciler.deploy_text(text, filename, at)
 
     def deploy(
         self, compiled: CompiledPipeline, revision: str | None = None, spec_hash: str | None = None

@@ -20,6 +20,7 @@ TABLES = {
     "pipeline_controls",
     "archive_progress",
     "query_handovers",
+    "stored_pipelines",
 }
 
 
@@ -175,3 +176,12 @@ def check_round_trip(catalog: Catalog) -> None:
         {"web/q": {"frontier": 42}},
     )
     assert cp.updated_at is not None and cp.updated_at.tzinfo is not None
+
+    assert catalog.store_pipeline("api", "api.yaml", "name: api\n", "h1") == 1
+    assert catalog.store_pipeline("api", "api.yaml", "name: api\n", "h1") == 1
+    assert catalog.store_pipeline("api", "/x/api.yaml", "name: api # 2\n", "h2") == 2
+    [stored] = catalog.stored_pipelines()
+    assert (stored.pipeline, stored.filename, stored.text, stored.spec_hash, stored.revision) == (
+        "api", "/x/api.yaml", "name: api # 2\n", "h2", 2
+    )
+    assert stored.updated_at.tzinfo is not None

@@ -45,6 +45,8 @@ def test_indexes_and_constraints_exist(catalog: Catalog):
 
 def test_a_step_down_and_an_unknown_revision(catalog: Catalog):
     catalog.downgrade("-1")
+    assert catalog.revision() == "0004"
+    catalog.downgrade("-1")
     assert catalog.revision() == "0003"
     catalog.downgrade("-1")
     assert catalog.revision() == "0002"
@@ -62,11 +64,11 @@ def test_0002_adds_pipeline_controls_and_keeps_the_data(make_catalog):
     assert "pipeline_controls" not in tables(catalog)
     catalog.upsert_query("p", "q", "SELECT * FROM S", None, 2.0, "h", "running")
     catalog.upgrade("0002")
-    assert tables(catalog) == TABLES - {"archive_progress", "query_handovers"}
+    assert tables(catalog) == TABLES - {"archive_progress", "query_handovers", "stored_pipelines"}
     assert catalog.query("p", "q").weight == 2.0
     catalog.set_pipeline_control("p", scheduler="chain_bounded", latency_bound_ms=50)
     catalog.downgrade("0001")
-    assert tables(catalog) == TABLES - {"pipeline_controls", "archive_progress", "query_handovers"}
+    assert tables(catalog) == TABLES - {"pipeline_controls", "archive_progress", "query_handovers", "stored_pipelines"}
     assert catalog.query("p", "q").weight == 2.0  # only the new table went
     catalog.upgrade()
     assert catalog.pipeline_control("p") is None
@@ -77,10 +79,10 @@ def test_0003_adds_archive_progress_and_keeps_the_data(make_catalog):
     catalog.upgrade("0002")
     catalog.upsert_query("p", "q", "SELECT * FROM S", None, 2.0, "h", "running")
     catalog.upgrade("0003")
-    assert tables(catalog) == TABLES - {"query_handovers"}
+    assert tables(catalog) == TABLES - {"query_handovers", "stored_pipelines"}
     catalog.save_archive_state(ArchiveState("p", "S", "kafka", 1, {0: 5}, {0: 9}))
     catalog.downgrade("0002")
-    assert tables(catalog) == TABLES - {"archive_progress", "query_handovers"}
+    assert tables(catalog) == TABLES - {"archive_progress", "query_handovers", "stored_pipelines"}
     assert catalog.query("p", "q").weight == 2.0
     catalog.upgrade()
     assert catalog.archive_state("p", "S") is None

@@ -26,9 +26,7 @@ def make_worker(tmp_path: Path, folder: Path):
             catalog=catalog.url,
             port=0,
             token=TOKEN,
-            checkpoint_interval=0.05,
-            reconcile_interval=3600,
-            **settings,
+            **{"checkpoint_interval": 0.05, "reconcile_interval": 3600, **settings},
         )
         return Worker(config, catalog)
 
