@@ -172,8 +172,9 @@ def make_app(worker: Worker) -> FastAPI:
         deployed again at every start-up; relative paths in it are taken from the pipelines
         folder) or {"path": FILE} (a file in the pipelines folder, deployed as the file it
         is). With both (what `cq deploy` sends), the file is used if it is in the folder and
-        holds that text; otherwise the text is, its relative paths taken from FILE's folder —
-        a file outside the pipelines folder is never read."""
+        holds that text; otherwise the text is, its relative paths taken from FILE's folder if
+        the worker has that folder, else from the pipelines folder — a file outside the
+        pipelines folder is never read."""
         folder = Path(worker.config.pipelines)
         path = None
         if body.path is not None:
@@ -191,8 +192,12 @@ def make_app(worker: Worker) -> FastAPI:
         else:
             assert body.yaml is not None  # DeployIn holds a text or a path
             text = body.yaml
+            # FILE's folder for relative paths when the worker has it (cq deploy on the
+            # worker's machine), else the pipelines folder's (from another machine)
             at = None if body.path is None else Path(body.path)
             filename = at.name if at is not None else body.filename or "pipeline.yaml"
+            if at is not None and not (at.is_absolute() and at.parent.is_dir()):
+                at = None
             _check_bounds(text, filename)
             result = await asyncio.to_thread(
                 worker.call, lambda: worker.deploy_text(text, filename, at)

@@ -49,10 +49,10 @@ def test_a_wrong_token_is_exit_1_with_the_workers_reason(worker_url: str) -> Non
 def test_a_file_outside_the_workers_folder_is_deployed_by_its_text(
     worker_url: str, tmp_path: Path
 ) -> None:
-    # The worker cannot see this file (it is outside its folder): it deploys the text sent,
-    # and resolves the text's relative paths in its own folder, where they do not exist.
+    # The worker deploys the text sent, not the file (outside its folder, it never reads it);
+    # the file's folder, which it has, is where the text's relative paths lead.
     shutil.copytree(EXAMPLE, tmp_path / "web-proxy", ignore=shutil.ignore_patterns("out"))
     r = deploy(tmp_path / "web-proxy" / "pipeline.yaml", worker_url, TOKEN)
-    assert r.returncode == 2, r.stderr
-    assert "(422)" in r.stderr and "source file 'data/requests.csv'" in r.stderr
-    assert ".deployed-pipeline-" in r.stderr  # the staged text, not the file named by path
+    assert r.returncode == 0, r.stderr
+    assert "web-proxy" in r.stdout
+    assert not list(tmp_path.rglob(".deployed-*"))  # nothing staged beside it
