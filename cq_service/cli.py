@@ -164,9 +164,12 @@ def calibrate(
     ),
     json_output: bool = typer.Option(False, "--json", help="print JSON: the constants and each fit"),
     seed: int = typer.Option(0, help="seed of the Poisson streams"),
-    batch_rows: int = typer.Option(1_024, help="rows per source read in the calibration runs"),
+    batch_rows: int | None = typer.Option(
+        None, help="rows per source read in every calibration run (default: each run's own, 16 to 1 024)"
+    ),
 ) -> None:
-    """Measure the engine's CPU per row of each kind of operator on this machine, for the cost
+    """Measure the engine's CPU per source read and per row of each kind of operator on this
+    machine, for the cost
     model (docs/resources.md): runs calibration pipelines over Poisson streams and fits the
     constants by non-negative least squares."""
     import json
@@ -174,7 +177,7 @@ def calibrate(
     from cq_service.adaptive import calibrate as calibration
     from cq_service.adaptive.cpu import user_path
 
-    if batch_rows < 1:
+    if batch_rows is not None and batch_rows < 1:
         typer.echo("error: --batch-rows must be positive", err=True)
         raise typer.Exit(2)
     try:
