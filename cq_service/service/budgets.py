@@ -351,8 +351,9 @@ class BudgetKeeper:
         return meter.observed(smoothed=True)
 
     def _observed_for(self, plan: PhysicalPlan, q: RunningQuery) -> Observed:
-        """A query not running yet: its sources' rates as read so far (others unknown)."""
-        source_d, row_bytes = {}, {}
+        """A query not running yet: its sources' rates and rows per read as read so far
+        (others unknown)."""
+        source_d, row_bytes, read_rows = {}, {}, {}
         for n in plan.nodes:
             if isinstance(n.op, L.Source) and n.op.name in q.source_keys:
                 src = self.rt.engine.sources.get(q.source_keys[n.op.name])
@@ -361,7 +362,9 @@ class BudgetKeeper:
                     continue
                 source_d[n.op.name] = d
                 row_bytes[n.op.name] = src.output.total_bytes / max(1, src.output.total_rows)
-        return Observed(source_d, row_bytes)
+                if src.run_cost.runs:
+                    read_rows[n.op.name] = src.rows_out / src.run_cost.runs
+        return Observed(source_d, row_bytes, read_rows=read_rows)
 
     def _settings_now(self, pipeline: str, q: ManagedQuery) -> dict[str, tuple[int, int]]:
         name = q.key.split("/", 1)[1]
