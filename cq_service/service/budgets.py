@@ -1,7 +1,7 @@
 """Holding each deployment inside its memory budget: the resource manager's loop in the worker.
 
 Every `manage_interval` seconds (an apscheduler job that runs `BudgetKeeper.tick` on the engine
-thread) the keeper takes each deployment with a `resources.memory_budget` (or `cpu_budget`):
+thread) the keeper takes each deployment with a `resources.memory_budget`:
 
 1. It measures its queries: sources' rates (smoothed, re-estimated on drift), selectivities
    and key counts (`adaptive.measure.PlanMeter` over each query group's operators), and the
@@ -84,7 +84,6 @@ class DeploymentState:
         return {
             "memory_budget": self.budget.memory if math.isfinite(self.budget.memory) else None,
             "reserve": self.budget.reserve,
-            "cpu_budget": self.budget.cpu,
             "estimated_bytes": self.estimated.memory,
             "estimated_cpu": self.estimated.cpu,
             "measured_bytes": self.measured,
@@ -123,11 +122,10 @@ class BudgetKeeper:
 
     def budget_of(self, spec: PipelineSpec) -> Budget | None:
         r = spec.resources
-        if r.memory_budget is None and r.cpu_budget is None:
+        if r.memory_budget is None:
             return None
-        memory = float(r.memory_budget) if r.memory_budget is not None else math.inf
-        reserve = memory * self.rt.config.memory_reserve if math.isfinite(memory) else 0.0
-        return Budget(memory, reserve, r.cpu_budget)
+        memory = float(r.memory_budget)
+        return Budget(memory, memory * self.rt.config.memory_reserve)
 
     def _hold(self, pipeline: str, spec: PipelineSpec, budget: Budget) -> None:
         state = self.states.setdefault(pipeline, DeploymentState(budget))
