@@ -164,9 +164,12 @@ def calibrate(
     ),
     json_output: bool = typer.Option(False, "--json", help="print JSON: the constants and each fit"),
     seed: int = typer.Option(0, help="seed of the Poisson streams"),
-    batch_rows: int = typer.Option(1_024, help="rows per source read in the calibration runs"),
+    batch_rows: int | None = typer.Option(
+        None, help="rows per source read in every calibration run (default: each run's own, 16 to 1 024)"
+    ),
 ) -> None:
-    """Measure the engine's CPU per row of each kind of operator on this machine, for the cost
+    """Measure the engine's CPU per source read and per row of each kind of operator on this
+    machine, for the cost
     model (docs/resources.md): runs calibration pipelines over Poisson streams and fits the
     constants by non-negative least squares."""
     import json
@@ -174,7 +177,7 @@ def calibrate(
     from cq_service.adaptive import calibrate as calibration
     from cq_service.adaptive.cpu import user_path
 
-    if batch_rows < 1:
+    if batch_rows is not None and batch_rows < 1:
         typer.echo("error: --batch-rows must be positive", err=True)
         raise typer.Exit(2)
     try:
@@ -384,9 +387,13 @@ def bench_costmodel(
     nested_loops: float = typer.Option(
         1 / 3, "--nested-loops", help="scalability: the share of joins that are nested-loop joins"
     ),
+    repeat: int | None = typer.Option(
+        None, "--repeat", help="accuracy: runs per case, the median CPU counts (default 3; --quick: 1)"
+    ),
 ) -> None:
     """The cost model against the engine (docs/resources.md): estimated vs measured memory and
-    CPU of joins and aggregations over Poisson streams, window reduction vs load shedding on
+    CPU of joins and aggregations over Poisson streams, out of sample (fitted on one workload,
+    predicting another), window reduction vs load shedding on
     the paper's equi-join (Figs. 9–11), the adaptation delays of window and granularity
     changes (Fig. 7; chart delays.png), and the resource manager's scalability (Fig. 12: the
     worker with hundreds of random queries and the model alone with 5,000; charts
@@ -399,13 +406,16 @@ def bench_costmodel(
     if only is not None and only not in names:
         typer.echo(f"error: --only {only}: expected one of {', '.join(names)}", err=True)
         raise typer.Exit(2)
+    if repeat is not None and repeat < 1:
+        typer.echo("error: --repeat must be at least 1", err=True)
+        raise typer.Exit(2)
     chosen = names if only is None else (only,)
     out.mkdir(parents=True, exist_ok=True)
     suffix = "-quick" if quick else ""
     data: dict = {}
     parts: list[str] = []
     if "accuracy" in chosen:
-        results = accuracy.run(quick=quick, seed=seed)
+        results = accuracy.run(quick=quick, seed=seed, repeat=repeat)
         data["accuracy"] = accuracy.as_json(results)
         parts.append(accuracy.text(results))
     if "shedding" in chosen:

@@ -77,6 +77,7 @@ def run_pipeline(
     observer: SinkObserver | None = None,
     adjustments: Sequence[Adjustment] = (),
     after_step: Callable[[Executor], None] | None = None,
+    cpu_time: bool = False,
 ) -> RunReport:
     """Run a compiled pipeline on its files until every source is exhausted.
 
@@ -85,7 +86,8 @@ def run_pipeline(
     `observer(query, ts)`, if given, is called after each write to a query's sink with the
     timestamps written (the benchmark measures latency with it). `adjustments` (a worker's
     log) are replayed at their instants; `after_step(executor)` is called after every step.
-    The changes made are in `report.executor.adjustments`."""
+    The changes made are in `report.executor.adjustments`. `cpu_time`: operators' busy time is
+    the thread's CPU time, not wall time (the cost model's benchmarks on a shared machine)."""
     spec = compiled.spec
     if policy is None:
         policy, latency_bound = scheduler_of(spec)
@@ -116,6 +118,8 @@ def run_pipeline(
         policy=make_policy(policy, latency_bound),
         budget=batch_rows,
     )
+    if cpu_time:
+        executor.clock = time.thread_time
     start = time.perf_counter()
     try:
         executor.replay(list(adjustments))

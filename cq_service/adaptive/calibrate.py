@@ -1,18 +1,21 @@
-"""`cq calibrate`: the engine's per-row CPU constants (`adaptive.cpu`), measured on this machine.
+"""`cq calibrate`: the engine's per-read and per-row CPU constants (`adaptive.cpu`), measured on
+this machine.
 
 A set of calibration pipelines runs on the engine, each over two Poisson streams of random
-integer keys (`bench.costmodel`) at one rate, window size and granularity. Every pipeline holds
+integer keys (`bench.costmodel`) at one rate, window size, granularity and number of rows per
+source read. Every pipeline holds
 the same queries — equi-joins on a key with few or many values, nested-loop joins with no,
 a loose or a tight residual, IN subqueries, grouped and scalar aggregations, filters and
 samples of several selectivities, DISTINCT, set operations, the three relation-to-stream
 operators, a view — so that, across settings, an operator kind's rows in, rows out and
 candidate pairs vary independently. A `PlanMeter` measures each operator's busy seconds, rows
-in and rows out after the windows fill; each pipeline runs `repeat` times and the median busy
+in and rows out, and its stream sources' reads, after the windows fill; each pipeline runs `repeat` times and the median busy
 time counts (rows are the same every run).
 
 Each kind's `KindCost` is the non-negative least-squares fit of
 
     seconds = per_in · rows in + per_out · rows out + per_pair · candidate pairs
+              + per_read · source reads reaching it
 
 over its samples, weighted so that every sample's *relative* error counts alike (the samples
 span orders of magnitude). A nested-loop join's candidate pairs are the rows out of the same
@@ -20,12 +23,13 @@ join without its residual, which every pipeline runs over the same windows. A te
 column is proportional to another's in every sample (a project's rows in and out) cannot be
 told apart: the fit keeps the fewest terms that fit as well.
 
-Sources are read `BATCH_ROWS` (1 024) rows at a time, as `cq explain --costs` reads them and
-as a loaded worker's steps fill. Every step of an operator has a fixed cost besides its rows,
-so smaller steps (a live stream at a low rate) cost more per row than the constants say, and
-operators that work instant by instant (set operations, IN subqueries) cost more per row when
-each instant holds one element than when it holds hundreds: the constants are the best
-per-row fit across the settings, and the fit errors say how far that goes.
+Sources are read 16 to 1 024 rows at a time (the settings vary it): every run of an operator
+has a fixed cost besides its rows (its Python and Arrow calls), paid once per batch a read
+sends down the plan, which `per_read` prices; `cq explain --costs` reads `BATCH_ROWS` (1 024)
+rows at a time, and a live worker's reads are as large as its polls. Operators that work
+instant by instant (set operations, IN subqueries) cost more per row when each instant holds
+one element than when it holds hundreds: the constants are the best fit across the settings,
+and the fit errors say how far that goes.
 """
 
 from __future__ import annotations
@@ -44,9 +48,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from cq_service.adaptive.cpu import EngineCosts, KindCost
+from cq_service.adaptive.cpu import BATCH_ROWS, EngineCosts, KindCost
 from cq_service.adaptive.measure import PlanMeter
-from cq_service.bench.costmodel.accuracy import poisson_stream
+from cq_service.bench.costmodel.streams import poisson_stream
 from cq_service.compiler import load_and_compile
 from cq_service.cql import logical as L
 from cq_service.plan.physical import PhysicalPlan
@@ -62,22 +66,24 @@ __all__ = [
     "fit_kind",
     "machine",
     "nnls",
+    "reads_per_node",
     "settings",
 ]
 
-BATCH_ROWS = 1_024  # rows per source read, as `cq explain --costs` reads them
 _TIE = 1e-6  # relative residual within which a fit with fewer terms is preferred
 
 
 @dataclass(frozen=True)
 class Setting:
     """One calibration pipeline: streams S0 and S1 with `d` ms between elements, windows of
-    `window` ms at granularity `g`, about `elements` of each stream after the windows fill."""
+    `window` ms at granularity `g`, about `elements` of each stream after the windows fill,
+    sources read `batch_rows` rows at a time."""
 
     d: float
     window: int
     g: int
     elements: int
+    batch_rows: int = BATCH_ROWS
 
     @property
     def seconds(self) -> float:
@@ -86,13 +92,14 @@ class Setting:
 
     @property
     def name(self) -> str:
-        return f"d={self.d:g} w={self.window} g={self.g}"
+        return f"d={self.d:g} w={self.window} g={self.g} b={self.batch_rows}"
 
 
 @dataclass(frozen=True)
 class Sample:
     """One operator of one calibration pipeline: busy seconds (median over the runs) for the
-    rows it took in and gave out and a nested-loop join's candidate pairs."""
+    rows it took in and gave out, a nested-loop join's candidate pairs and the source reads
+    whose batches reached it (the sum over its inputs, as the estimate counts them)."""
 
     kind: str
     seconds: float
@@ -100,9 +107,10 @@ class Sample:
     rows_out: int
     pairs: int
     label: str  # setting and operator, for the report
+    reads: float = 0.0
 
-    def terms(self) -> tuple[int, int, int]:
-        return (self.rows_in, self.rows_out, self.pairs)
+    def terms(self) -> tuple[float, float, float, float]:
+        return (self.rows_in, self.rows_out, self.pairs, self.reads)
 
 
 @dataclass(frozen=True)
@@ -146,31 +154,34 @@ class Calibration:
     def text(self) -> str:
         lines = [
             f"CPU constants measured on {self.costs.machine}",
-            f"{'kind':<14} {'per row in':>11} {'per row out':>11} {'per pair':>11}"
+            f"{'kind':<14} {'per read':>11} {'per row in':>11} {'per row out':>11} {'per pair':>11}"
             f" {'samples':>7} {'mean err':>8} {'max err':>8} {'1 µs err':>8}",
         ]
         for kind, f in self.fits.items():
             c = f.cost
             lines.append(
-                f"{kind:<14} {c.per_in:>11.3e} {c.per_out:>11.3e} {c.per_pair:>11.3e}"
+                f"{kind:<14} {c.per_read:>11.3e} {c.per_in:>11.3e} {c.per_out:>11.3e} {c.per_pair:>11.3e}"
                 f" {f.samples:>7} {f.error:>8.1%} {f.max_error:>8.1%} {f.placeholder_error:>8.1%}"
             )
-        lines.append("seconds per row; errors relative to each sample's measured busy time")
+        lines.append(
+            "seconds per source read and per row; errors relative to each sample's measured busy time"
+        )
         lines.append(f"calibration took {self.seconds:.0f} s")
         return "\n".join(lines)
 
 
 def settings(quick: bool = False) -> list[Setting]:
-    """Rates, windows and granularities chosen so that each kind's rows in, rows out and pairs
-    vary independently, and instants hold one element or hundreds."""
+    """Rates, windows, granularities and read sizes chosen so that each kind's reads, rows in,
+    rows out and pairs vary independently, and instants hold one element or hundreds."""
     if quick:
-        return [Setting(4.0, 2_000, 1, 4_000), Setting(20.0, 20_000, 1_000, 4_000)]
+        return [Setting(4.0, 2_000, 1, 4_000, 64), Setting(20.0, 20_000, 1_000, 4_000, 1_024)]
     return [
-        Setting(2.0, 1_000, 1, 10_000),
-        Setting(4.0, 2_000, 1, 10_000),
-        Setting(4.0, 8_000, 500, 10_000),
-        Setting(10.0, 4_000, 100, 10_000),
-        Setting(20.0, 20_000, 1_000, 10_000),
+        Setting(2.0, 1_000, 1, 10_000, 1_024),
+        Setting(4.0, 2_000, 1, 10_000, 64),
+        Setting(4.0, 8_000, 500, 10_000, 256),
+        Setting(10.0, 4_000, 100, 10_000, 16),
+        Setting(20.0, 20_000, 1_000, 10_000, 1_024),
+        Setting(20.0, 4_000, 1, 6_000, 16),
     ]
 
 
@@ -240,18 +251,33 @@ def _cross_of(plan: PhysicalPlan) -> dict[tuple[int, ...], int]:
     }
 
 
-def _measure(s: Setting, seed: int, repeat: int, batch_rows: int) -> list[Sample]:
+def reads_per_node(plan: PhysicalPlan, runs: dict[int, int]) -> dict[int, float]:
+    """Source reads whose batches reach each node: a stream source's own runs, else the sum
+    over the node's inputs (as `estimate_plan` counts them)."""
+    out: dict[int, float] = {}
+    for node in plan.nodes:
+        if isinstance(node.op, L.Source):
+            out[node.id] = 0.0 if node.op.is_relation else float(runs.get(node.id, 0))
+        else:
+            out[node.id] = sum(out[i] for i in node.inputs)
+    return out
+
+
+def _measure(s: Setting, seed: int, repeat: int, batch_rows: int | None) -> list[Sample]:
     """Run setting `s` `repeat` times; one sample per operator that took rows after warm-up."""
     with tempfile.TemporaryDirectory(prefix="cq-calibrate-") as tmp:
         compiled = load_and_compile(_pipeline(s, Path(tmp), seed))
         runs = []
         for _ in range(repeat):
             meter = PlanMeter(compiled.plan, unit_seconds=1e-3)
-            report = run_pipeline(compiled, batch_rows=batch_rows, after_step=meter)
+            report = run_pipeline(
+                compiled, batch_rows=batch_rows or s.batch_rows, after_step=meter, cpu_time=True
+            )
             meter.finish(report.executor)
             runs.append(meter.measured())
     plan = compiled.plan
     cross = _cross_of(plan)
+    reads = reads_per_node(plan, {nid: m.runs for nid, m in runs[0].items()})
     samples = []
     for node in plan.nodes:
         ms = [r[node.id] for r in runs]
@@ -267,7 +293,7 @@ def _measure(s: Setting, seed: int, repeat: int, batch_rows: int) -> list[Sample
             pairs = runs[0][plain].rows_out
         if busy > 0:
             label = f"{s.name} #{node.id} {node.kind}"
-            samples.append(Sample(node.kind, busy, m.rows_in, m.rows_out, pairs, label))
+            samples.append(Sample(node.kind, busy, m.rows_in, m.rows_out, pairs, label, reads[node.id]))
     return samples
 
 
@@ -336,12 +362,12 @@ def calibrate(
     quick: bool = False,
     seed: int = 0,
     repeat: int | None = None,
-    batch_rows: int = BATCH_ROWS,
+    batch_rows: int | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> Calibration:
     """Run the calibration pipelines and fit every kind they exercise. `repeat` runs per
     pipeline (median busy time): 3, or 1 when `quick`; sources are read `batch_rows` rows at a
-    time. Kinds not exercised keep the placeholder (`KindCost()`) when the constants are used."""
+    time (None: each setting's own). Kinds not exercised keep the placeholder (`KindCost()`) when the constants are used."""
     start = time.perf_counter()
     repeat = repeat or (1 if quick else 3)
     chosen = settings(quick)
@@ -356,6 +382,6 @@ def calibrate(
     fits = {k: fit_kind(k, v) for k, v in sorted(by_kind.items())}
     costs = EngineCosts(
         {k: f.cost for k, f in fits.items()},
-        f"{machine()}; sources read {batch_rows} rows at a time",
+        f"{machine()}; sources read {batch_rows or 'from 16 to 1 024'} rows at a time",
     )
     return Calibration(costs, fits, samples, time.perf_counter() - start)

@@ -1,13 +1,17 @@
-"""What the engine's operators cost in CPU, per row, as calibrated on this machine.
+"""What the engine's operators cost in CPU, per read and per row, as calibrated on this machine.
 
 The paper prices elementary steps (a hash, a heap operation, a predicate) one by one. The
-engine works on Arrow batches, where those steps are not separable, so its model is per row
-(the project's own): an operator of kind K spends
+engine works on Arrow batches, where those steps are not separable, so its model is per batch
+and per row (the project's own): an operator of kind K spends
 
-    C = per_in[K] · rows in + per_out[K] · rows out + per_pair[K] · candidate pairs
+    C = per_read[K] · reads + per_in[K] · rows in + per_out[K] · rows out
+        + per_pair[K] · candidate pairs
 
-seconds, where a relation's rows are its `+` and `−` deltas and candidate pairs are a
-nested-loop join's (each arrival against the other side's contents). `cq calibrate`
+seconds, where reads are the batches its stream sources read (each read sends a batch and a
+heartbeat down the plan, and every operator it reaches runs at least once for it: the Python
+and Arrow calls of a run cost the same for 10 rows as for 1 000), a relation's rows are its
+`+` and `−` deltas and candidate pairs are a nested-loop join's (each arrival against the other
+side's contents). `cq calibrate`
 (`adaptive.calibrate`) measures the constants by running each kind of operator over Poisson
 streams and fitting them by least squares; they are read from the file it writes, else from
 the constants measured on the project's reference machine (``costs.json`` beside this module).
@@ -20,9 +24,10 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-__all__ = ["DEFAULT_PATH", "EngineCosts", "KindCost", "user_path"]
+__all__ = ["BATCH_ROWS", "DEFAULT_PATH", "EngineCosts", "KindCost", "user_path"]
 
 DEFAULT_PATH = Path(__file__).with_name("costs.json")
+BATCH_ROWS = 1_024  # rows per source read when nothing else is known (`cq explain --costs`)
 
 
 def user_path() -> Path:
@@ -36,24 +41,30 @@ def user_path() -> Path:
 
 @dataclass(frozen=True)
 class KindCost:
-    """Seconds per row in, per row out and per candidate pair."""
+    """Seconds per row in, per row out, per candidate pair and per source read reaching the
+    operator (its fixed cost per batch)."""
 
     per_in: float = 1e-6
     per_out: float = 1e-6
     per_pair: float = 0.0
+    per_read: float = 0.0
 
 
 @dataclass(frozen=True)
 class EngineCosts:
-    """Per-row constants of each kind of plan node (the logical operator's class name)."""
+    """Per-read and per-row constants of each kind of plan node (the logical operator's class
+    name)."""
 
     kinds: dict[str, KindCost] = field(default_factory=dict)
     machine: str = ""  # where they were measured
 
-    def cpu(self, kind: str, rows_in: float, rows_out: float, pairs: float = 0.0) -> float:
-        """Seconds of CPU for the given rows (per time unit when the rows are rates)."""
+    def cpu(
+        self, kind: str, rows_in: float, rows_out: float, pairs: float = 0.0, reads: float = 0.0
+    ) -> float:
+        """Seconds of CPU for the given rows and source reads (per time unit when they are
+        rates)."""
         c = self.kinds.get(kind, KindCost())
-        return c.per_in * rows_in + c.per_out * rows_out + c.per_pair * pairs
+        return c.per_in * rows_in + c.per_out * rows_out + c.per_pair * pairs + c.per_read * reads
 
     @classmethod
     def load(cls, path: Path | None = None) -> EngineCosts:

@@ -28,7 +28,7 @@ import numpy as np
 
 from cq_service.adaptive import cost_model as cm
 from cq_service.adaptive.cost_model import Edge
-from cq_service.adaptive.cpu import EngineCosts
+from cq_service.adaptive.cpu import BATCH_ROWS, EngineCosts
 from cq_service.cql import logical as L
 from cq_service.engine.operators.join import _Side
 from cq_service.plan.physical import PhysicalNode, PhysicalPlan
@@ -61,7 +61,9 @@ class Observed:
     """What the estimates start from: each stream source's d (time units between elements)
     and element size, measured selectivities (node id -> share of results among candidates)
     and key counts (node id -> distinct keys: groups, distinct rows, partitions), stored
-    relations' sizes, and `elapsed` time (what an Unbounded window has accumulated)."""
+    relations' sizes, `elapsed` time (what an Unbounded window has accumulated) and each
+    stream source's rows per read (`read_rows`; BATCH_ROWS when not given), which sets how
+    many batches per time unit the plan runs."""
 
     source_d: Mapping[str, float]
     row_bytes: Mapping[str, float] = field(default_factory=dict)
@@ -70,6 +72,7 @@ class Observed:
     groups: Mapping[int, float] = field(default_factory=dict)
     max_delay: Mapping[str, int] = field(default_factory=dict)
     elapsed: float = FOREVER
+    read_rows: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,7 @@ class OperatorEstimate:
     row_bytes: float = 0.0  # bytes per element of the output, as a batch holds it
     stream: bool = True  # the output is a stream (else a relation of +/− deltas)
     column_bytes: float = 0.0  # of those, its columns' (what a join keeps of a row)
+    reads: float = 0.0  # stream sources' reads per time unit whose batches reach it
 
     @property
     def size(self) -> float:
@@ -216,7 +220,8 @@ def _estimate(
         raise TypeError(f"no estimate for {type(op).__name__}")
     rows_in = sum(_flow(e.edge, e.stream) for e in ins)
     rows_out = _flow(edge, op.is_stream)
-    cpu = costs.cpu(node.kind, rows_in, rows_out, _pairs(op, edges)) / unit_seconds
+    reads = sum(e.reads for e in ins)
+    cpu = costs.cpu(node.kind, rows_in, rows_out, _pairs(op, edges), reads) / unit_seconds
     if isinstance(op, L.Project):  # about the same bytes per column
         share = len(op.schema) / max(1, len(op.input.schema))
         out_bytes *= share
@@ -233,6 +238,7 @@ def _estimate(
         out_bytes,
         op.is_stream,
         column_bytes,
+        reads,
     )
 
 
@@ -256,12 +262,13 @@ def _source(
         formula = "measured d, l = 1"
     delay = obs.max_delay.get(op.name, 0)
     rows = delay * edge.rate
-    cpu = costs.cpu(node.kind, flow, flow, 0.0) / unit_seconds
+    reads = flow / max(1.0, obs.read_rows.get(op.name, BATCH_ROWS)) if flow else 0.0
+    cpu = costs.cpu(node.kind, flow, flow, 0.0, reads) / unit_seconds
     size = obs.row_bytes.get(op.name, 0.0)
     columns = max(0.0, size - batch_row_bytes(edge.d)) if size else 0.0
     return OperatorEstimate(
         node.id, node.kind, edge, rows, rows * size, cpu, formula, tuple(assumed), size,
-        op.is_stream, columns,
+        op.is_stream, columns, reads,
     )
 
 

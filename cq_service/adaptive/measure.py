@@ -3,8 +3,8 @@
 A `PlanMeter` is called after scheduling steps (`Executor.run(after_step=…)`, or the worker's
 loop). It measures, from the end of a warm-up (the time the largest window takes to fill):
 
-- the inputs of the model (`observed()`): each stream source's d, smoothed (`RateMeter`), and
-  its element size; stored relations' sizes; each filter's selectivity; each join's σ⋈, the
+- the inputs of the model (`observed()`): each stream source's d, smoothed (`RateMeter`), its
+  element size and rows per read; stored relations' sizes; each filter's selectivity; each join's σ⋈, the
   share of pairs of current rows whose keys match (`Join.key_matches`); each grouping's
   distinct keys, turned into a key count n by the model's own formula over the estimated
   input;
@@ -34,7 +34,7 @@ __all__ = ["Measured", "PlanMeter", "mean_distance", "warmup_of"]
 @dataclass(frozen=True)
 class Measured:
     """One operator after warm-up: mean state (rows, bytes) over application time, CPU in
-    seconds per second of application time, rows in and out."""
+    seconds per second of application time, rows in and out, and its runs (executor steps)."""
 
     rows: float
     bytes: float
@@ -42,6 +42,7 @@ class Measured:
     rows_in: int
     rows_out: int
     span: float  # application time measured, in time units
+    runs: int = 0
 
 
 def warmup_of(plan: PhysicalPlan) -> int:
@@ -72,11 +73,13 @@ class _Track:
         "row_time",
         "rows_in",
         "rows_out",
+        "runs",
         "side_time",
         "span",
         "start_busy",
         "start_in",
         "start_out",
+        "start_runs",
         "started",
     )
 
@@ -88,6 +91,7 @@ class _Track:
         self.start_in = self.start_out = 0
         self.start_busy = self.busy = 0.0
         self.rows_in = self.rows_out = 0
+        self.start_runs = self.runs = 0
         # a join's key matches and the product of its sides' sizes (its selectivity's parts)
         self.last_pairs = self.last_product = 0
         self.pair_time = self.product_time = 0.0
@@ -135,6 +139,7 @@ class PlanMeter:
         if not t.started:
             t.started = True
             t.last_wm, t.start_in, t.start_out, t.start_busy = wm, op.rows_in, op.rows_out, op.busy_seconds
+            t.start_runs = op.run_cost.runs
         elif advanced:
             dt = wm - t.last_wm
             t.row_time += (t.last_rows + rows) / 2 * dt
@@ -149,6 +154,7 @@ class PlanMeter:
         t.last_pairs, t.last_product, t.last_sides = pairs, product, tuple(sides)
         t.rows_in, t.rows_out = op.rows_in - t.start_in, op.rows_out - t.start_out
         t.busy = op.busy_seconds - t.start_busy
+        t.runs = op.run_cost.runs - t.start_runs
 
     def finish(self, executor: Executor) -> None:
         """Take the last sample (after the run ends)."""
@@ -167,6 +173,7 @@ class PlanMeter:
                 rows_in=t.rows_in,
                 rows_out=t.rows_out,
                 span=span,
+                runs=t.runs,
             )
         return out
 
@@ -175,7 +182,7 @@ class PlanMeter:
         smoothed value for a live resource manager), selectivities, and the key counts that
         make the model reproduce each grouping's distinct keys."""
         measured = self.measured()
-        source_d, row_bytes, relation_rows, delay = {}, {}, {}, {}
+        source_d, row_bytes, relation_rows, delay, read_rows = {}, {}, {}, {}, {}
         selectivity: dict[int, float] = {}
         for node, op in zip(self.plan.nodes, self._ops, strict=False):
             m = measured[node.id]
@@ -190,6 +197,8 @@ class PlanMeter:
                     if d is not None and math.isfinite(d):
                         source_d[node.op.name] = d
                     delay[node.op.name] = op.reorder.max_delay  # type: ignore[attr-defined]
+                    if op.run_cost.runs:
+                        read_rows[node.op.name] = op.rows_out / op.run_cost.runs
             elif isinstance(node.op, L.Filter) and m.rows_in:
                 selectivity[node.id] = m.rows_out / m.rows_in
             elif isinstance(node.op, L.Join) and node.op.residual is not None:
@@ -199,7 +208,7 @@ class PlanMeter:
             elif isinstance(node.op, L.Join) and self._tracks[node.id].product_time > 0:
                 t = self._tracks[node.id]
                 selectivity[node.id] = t.pair_time / t.product_time
-        obs = Observed(source_d, row_bytes, relation_rows, selectivity, {}, delay)
+        obs = Observed(source_d, row_bytes, relation_rows, selectivity, {}, delay, read_rows=read_rows)
         present = {
             node.id: measured[node.id].rows
             for node in self.plan.nodes

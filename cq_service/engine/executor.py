@@ -46,6 +46,9 @@ class Executor:
         self.budget = budget
         self.step_seconds = step_seconds
         self.steps = 0
+        # what a step's busy time is read from: wall time (what latency sees), or the thread's
+        # CPU time (time.thread_time: what a CPU budget counts, blind to other processes)
+        self.clock: Callable[[], float] = time.perf_counter
         self.adjustments: list[Adjustment] = []  # every change made, in order
         self._clock = NEVER
         self.replace_plan(operators, queues)
@@ -88,9 +91,9 @@ class Executor:
         budget = self.budget
         if self.step_seconds is not None and op.busy_seconds > 0 and op.rows_in > 0:
             budget = max(1, min(budget, int(self.step_seconds * op.rows_in / op.busy_seconds)))
-        start = time.perf_counter()
+        start = self.clock()
         op.run(budget)
-        seconds = time.perf_counter() - start
+        seconds = self.clock() - start
         op.busy_seconds += seconds
         op.run_cost.add(op.bytes_in - read, seconds)
         self.steps += 1

@@ -1,7 +1,7 @@
 """Holding each deployment inside its memory budget: the resource manager's loop in the worker.
 
 Every `manage_interval` seconds (an apscheduler job that runs `BudgetKeeper.tick` on the engine
-thread) the keeper takes each deployment with a `resources.memory_budget` (or `cpu_budget`):
+thread) the keeper takes each deployment with a `resources.memory_budget`:
 
 1. It measures its queries: sources' rates (smoothed, re-estimated on drift), selectivities
    and key counts (`adaptive.measure.PlanMeter` over each query group's operators), and the
@@ -84,7 +84,6 @@ class DeploymentState:
         return {
             "memory_budget": self.budget.memory if math.isfinite(self.budget.memory) else None,
             "reserve": self.budget.reserve,
-            "cpu_budget": self.budget.cpu,
             "estimated_bytes": self.estimated.memory,
             "estimated_cpu": self.estimated.cpu,
             "measured_bytes": self.measured,
@@ -123,11 +122,10 @@ class BudgetKeeper:
 
     def budget_of(self, spec: PipelineSpec) -> Budget | None:
         r = spec.resources
-        if r.memory_budget is None and r.cpu_budget is None:
+        if r.memory_budget is None:
             return None
-        memory = float(r.memory_budget) if r.memory_budget is not None else math.inf
-        reserve = memory * self.rt.config.memory_reserve if math.isfinite(memory) else 0.0
-        return Budget(memory, reserve, r.cpu_budget)
+        memory = float(r.memory_budget)
+        return Budget(memory, memory * self.rt.config.memory_reserve)
 
     def _hold(self, pipeline: str, spec: PipelineSpec, budget: Budget) -> None:
         state = self.states.setdefault(pipeline, DeploymentState(budget))
@@ -351,8 +349,9 @@ class BudgetKeeper:
         return meter.observed(smoothed=True)
 
     def _observed_for(self, plan: PhysicalPlan, q: RunningQuery) -> Observed:
-        """A query not running yet: its sources' rates as read so far (others unknown)."""
-        source_d, row_bytes = {}, {}
+        """A query not running yet: its sources' rates and rows per read as read so far
+        (others unknown)."""
+        source_d, row_bytes, read_rows = {}, {}, {}
         for n in plan.nodes:
             if isinstance(n.op, L.Source) and n.op.name in q.source_keys:
                 src = self.rt.engine.sources.get(q.source_keys[n.op.name])
@@ -361,7 +360,9 @@ class BudgetKeeper:
                     continue
                 source_d[n.op.name] = d
                 row_bytes[n.op.name] = src.output.total_bytes / max(1, src.output.total_rows)
-        return Observed(source_d, row_bytes)
+                if src.run_cost.runs:
+                    read_rows[n.op.name] = src.rows_out / src.run_cost.runs
+        return Observed(source_d, row_bytes, read_rows=read_rows)
 
     def _settings_now(self, pipeline: str, q: ManagedQuery) -> dict[str, tuple[int, int]]:
         name = q.key.split("/", 1)[1]

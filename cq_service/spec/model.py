@@ -182,7 +182,6 @@ class ResourcesSpec:
     scheduler: str = DEFAULT_SCHEDULER
     latency_bound: int | None = None
     memory_budget: int | None = None  # bytes the deployment's state and queues may take
-    cpu_budget: float | None = None  # cores' worth of the worker's time it may take
     runner: str = DEFAULT_RUNNER  # what runs the queries: one of RUNNERS (docs/spark-runner.md)
     span: Span = field(default=Span(), compare=False)
 

@@ -24,9 +24,10 @@ def _synthetic(
     for i in range(n):
         rows_in, rows_out = int(rng.integers(1_000, 50_000)), int(rng.integers(0, 80_000))
         pairs = int(rng.integers(0, 500_000)) if cost.per_pair else 0
-        exact = EngineCosts({kind: cost}).cpu(kind, rows_in, rows_out, pairs)
+        reads = float(rng.integers(10, 5_000)) if cost.per_read else 0.0
+        exact = EngineCosts({kind: cost}).cpu(kind, rows_in, rows_out, pairs, reads)
         seconds = exact * (1 + rng.uniform(-noise, noise))
-        out.append(Sample(kind, seconds, rows_in, rows_out, pairs, f"synthetic {i}"))
+        out.append(Sample(kind, seconds, rows_in, rows_out, pairs, f"synthetic {i}", reads))
     return out
 
 
@@ -38,13 +39,18 @@ def _sq_error(cost: KindCost, samples: list[Sample]) -> float:
 
 @pytest.mark.parametrize(
     "truth",
-    [KindCost(2e-6, 3e-7, 0.0), KindCost(5e-6, 4e-8, 2e-7), KindCost(1e-7, 0.0, 0.0)],
+    [
+        KindCost(2e-6, 3e-7, 0.0),
+        KindCost(5e-6, 4e-8, 2e-7),
+        KindCost(1e-7, 0.0, 0.0),
+        KindCost(3e-7, 1e-7, 0.0, 2e-4),
+    ],
 )
 def test_fit_recovers_known_constants(truth):
     fit = fit_kind("K", _synthetic("K", truth))
     for got, want in zip(
-        (fit.cost.per_in, fit.cost.per_out, fit.cost.per_pair),
-        (truth.per_in, truth.per_out, truth.per_pair),
+        (fit.cost.per_in, fit.cost.per_out, fit.cost.per_pair, fit.cost.per_read),
+        (truth.per_in, truth.per_out, truth.per_pair, truth.per_read),
         strict=True,
     ):
         assert got == pytest.approx(want, rel=0.1, abs=1e-9)
@@ -97,8 +103,10 @@ def test_quick_calibration_fits_the_main_kinds(quick):
     kinds = quick.costs.kinds
     for kind in ("Join", "Aggregate", "WindowOp", "Filter", "Project", "Source"):
         c = kinds[kind]
-        assert min(c.per_in, c.per_out, c.per_pair) >= 0
-        assert c.per_in + c.per_out + c.per_pair > 0, kind
+        assert min(c.per_in, c.per_out, c.per_pair, c.per_read) >= 0
+        assert c.per_in + c.per_out + c.per_pair + c.per_read > 0, kind
+    # the settings read 64 and 1 024 rows at a time: the runs' fixed cost shows
+    assert kinds["WindowOp"].per_read > 0 and kinds["Join"].per_read > 0
     assert kinds["Join"].per_pair > 0 or kinds["Join"].per_out > 0
     assert all(k in quick.fits for k in kinds)
     assert "Python" in quick.costs.machine and "cores" in quick.costs.machine

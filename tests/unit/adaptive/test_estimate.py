@@ -232,3 +232,23 @@ def test_join_bytes_of_a_multiway_join_match_the_engine(tmp_path):
     total_e = sum(est[j].bytes for j in joins)
     total_m = sum(measured[j].bytes for j in joins)
     assert total_e == pytest.approx(total_m, rel=0.05)
+
+
+def test_cpu_prices_each_source_read_at_every_operator_it_reaches(tmp_path):
+    """A join of two windows gets both sources' reads; halving the rows per read doubles the
+    reads, and the CPU grows by exactly per_read times the extra reads at each operator."""
+    from cq_service.adaptive.cpu import BATCH_ROWS, EngineCosts, KindCost
+
+    plan = plan_of("SELECT * FROM S [Range 1000], T [Range 1000] WHERE S.a = T.a", tmp_path)
+    costs = EngineCosts({k: KindCost(1e-6, 1e-6, 0.0, 5e-4) for k in ("Source", "WindowOp", "Join")})
+    base = Observed({"S": 10.0, "T": 40.0}, selectivity={}, read_rows={"S": 20.0, "T": 20.0})
+    small = Observed({"S": 10.0, "T": 40.0}, selectivity={}, read_rows={"S": 10.0, "T": 10.0})
+    a = estimate_plan(plan, base, costs=costs, unit_seconds=1e-3)
+    b = estimate_plan(plan, small, costs=costs, unit_seconds=1e-3)
+    join = node(plan, L.Join).id
+    assert a[join].reads == pytest.approx(1 / (10 * 20) + 1 / (40 * 20))
+    assert b[join].reads == pytest.approx(2 * a[join].reads)
+    for nid in a:
+        assert b[nid].cpu - a[nid].cpu == pytest.approx(5e-4 * (b[nid].reads - a[nid].reads) / 1e-3)
+    unknown = estimate_plan(plan, Observed({"S": 10.0, "T": 40.0}), costs=costs, unit_seconds=1e-3)
+    assert unknown[join].reads == pytest.approx(1 / (10 * BATCH_ROWS) + 1 / (40 * BATCH_ROWS))

@@ -36,13 +36,12 @@ def test_ranges_ladder_and_budgets(load, files):
       granularity: [1 ms, 10 ms, 1 s]
 resources:
   memory_budget: 64 MiB
-  cpu_budget: 0.5
 """)
     qos = spec.queries["q"].qos
     assert qos == QosSpec((WindowRange(None, 2_000, 10_000),), (1, 10, 1_000))
     assert qos.adjustable and not spec.queries["q"].__class__(name="x", cql="").qos.adjustable
     assert (qos.span.line, qos.span.col) == (12, 5)
-    assert spec.resources.memory_budget == 64 * 2**20 and spec.resources.cpu_budget == 0.5
+    assert spec.resources.memory_budget == 64 * 2**20
 
 
 @pytest.mark.parametrize(
@@ -79,8 +78,10 @@ def test_memory_budget_sizes(load, files, size, expected):
          "13:18: memory_budget of resources 'lots' is not a size such as '64 MiB' or '2 GB'"),
         ("resources:\n  memory_budget: 0.5 B\n",
          "13:18: memory_budget of resources: '0.5 B' is not a whole number of bytes > 0"),
-        ("resources:\n  cpu_budget: 0\n",
-         "13:15: cpu_budget of resources must be > 0, got 0"),
+        ("resources:\n  cpu_budget: 0.5\n",
+         "13:3: resources: cpu_budget is no longer offered: the cost model's CPU estimates of "
+         "joins and aggregations are not within 25% out of sample (docs/resources.md), too far "
+         "to hold a CPU bound by; bound the deployment with memory_budget"),
     ],
 )
 def test_problems(problems, files, text, expected):
