@@ -50,7 +50,7 @@ import pyarrow.parquet as pq
 
 from cq_service.adaptive.cpu import BATCH_ROWS, EngineCosts, KindCost
 from cq_service.adaptive.measure import PlanMeter
-from cq_service.bench.costmodel.streams import poisson_stream
+from cq_service.adaptive.poisson import poisson_stream
 from cq_service.compiler import load_and_compile
 from cq_service.cql import logical as L
 from cq_service.plan.physical import PhysicalPlan

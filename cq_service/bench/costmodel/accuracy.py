@@ -31,7 +31,7 @@ from cq_service.adaptive.calibrate import Fit, Sample, fit_kind, reads_per_node
 from cq_service.adaptive.cpu import EngineCosts
 from cq_service.adaptive.estimate import Observed, OperatorEstimate, estimate_plan
 from cq_service.adaptive.measure import Measured, PlanMeter
-from cq_service.bench.costmodel.streams import poisson_stream
+from cq_service.adaptive.poisson import poisson_stream
 from cq_service.compiler import load_and_compile
 from cq_service.cql import logical as L
 from cq_service.plan.physical import PhysicalPlan

@@ -47,9 +47,9 @@ import pyarrow.parquet as pq
 
 from cq_service.adaptive.estimate import estimate_plan
 from cq_service.adaptive.measure import PlanMeter
+from cq_service.adaptive.poisson import KEYS, poisson_timestamps
 from cq_service.bench.costmodel.shedding import RATE
 from cq_service.bench.costmodel.shedding import generate as join_streams
-from cq_service.bench.costmodel.streams import KEYS, poisson_timestamps
 from cq_service.compiler import load_and_compile
 from cq_service.cql import logical as L
 from cq_service.engine.adjust import Adjustment

@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 
 from cq_service.adaptive.estimate import Observed
 from cq_service.adaptive.manager import ManagedQuery, window_knobs
-from cq_service.bench.costmodel.streams import poisson_timestamps
+from cq_service.adaptive.poisson import poisson_timestamps
 from cq_service.compiler import compile_pipeline
 from cq_service.cql import logical as L
 from cq_service.plan.physical import PhysicalPlan

@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cq_service.adaptive.measure import PlanMeter
-from cq_service.bench.costmodel.streams import KEYS, poisson_timestamps
+from cq_service.adaptive.poisson import KEYS, poisson_timestamps
 from cq_service.compiler import compile_pipeline
 from cq_service.engine.build import SourceOptions, build_executor
 from cq_service.engine.executor import Executor

@@ -189,7 +189,7 @@ def _multiway_run(tmp_path, cql: str, rates: dict[str, float], seconds: float = 
     import pyarrow.parquet as pq
 
     from cq_service.adaptive.measure import PlanMeter
-    from cq_service.bench.costmodel.streams import poisson_timestamps
+    from cq_service.adaptive.poisson import poisson_timestamps
     from cq_service.compiler import load_and_compile
     from cq_service.runner import run_pipeline
 

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from cq_service.adaptive.measure import PlanMeter
-from cq_service.bench.costmodel.streams import poisson_timestamps
+from cq_service.adaptive.poisson import poisson_timestamps
 from cq_service.compiler import load_and_compile
 from cq_service.cql import logical as L
 from cq_service.runner import run_pipeline

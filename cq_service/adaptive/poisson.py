@@ -1,4 +1,5 @@
-"""The cost-model experiments' input: Poisson arrivals of random integer keys.
+"""Poisson arrivals of random integer keys: the input `cq calibrate` and the cost-model
+experiments (`cq bench costmodel`) run.
 
 Timestamps are integer milliseconds with exponential gaps (so arrivals are Poisson, the case
 the model's formulas are stated for); keys are uniform on 0..KEYS−1, as in the paper's
