@@ -246,6 +246,9 @@ def bench_nexmark(
     latency_only: bool = typer.Option(
         False, help="re-measure only our latency for the run saved in --out (same paces)"
     ),
+    machine_note: str = typer.Option(
+        "", help="said after the machine in the results, e.g. 'shared with other work'"
+    ),
 ) -> None:
     """NEXMark q0-q8 on cq, Spark Structured Streaming and PyFlink over the same generated
     input: throughput, latency, memory, and a check that the results agree."""
@@ -254,15 +257,8 @@ def bench_nexmark(
 
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from cq_service.bench.nexmark import (
-        ENGINES,
-        QUERIES,
-        disagreements,
-        load,
-        measure_latency,
-        run_benchmark,
-        save,
-    )
+    from cq_service.bench.nexmark import measure_latency, run_benchmark, save
+    from cq_service.bench.nexmark_model import ENGINES, QUERIES, disagreements, load
 
     if latency_only:
         rows, meta = load(out)
@@ -314,7 +310,8 @@ def bench_nexmark(
         "events": events,
         "repeat": repeat,
         "seed_note": "seed 0, 10,000 events/s of event time",
-        "machine": f"{os.cpu_count()} cores ({cpu}), {_memory_gib()} GiB, Python {platform.python_version()}",
+        "machine": f"{os.cpu_count()} cores ({cpu}), {_memory_gib()} GiB, "
+        f"Python {platform.python_version()}" + (f", {machine_note}" if machine_note else ""),
         "date": datetime.date.today().isoformat(),
         "quick": quick,
     }
