@@ -98,8 +98,10 @@ def run_benchmark(
     work: Path,
     timeout: float = 1800.0,
     progress=None,
+    on_row=None,
 ) -> list[Row]:
-    """Run the benchmark; `progress(description)` is called before each step."""
+    """Run the benchmark; `progress(description)` is called before each step and
+    `on_row(rows so far)` after each query (the CLI saves the results so far)."""
     work.mkdir(parents=True, exist_ok=True)
     say = progress or (lambda _d: None)
     say(f"generating {events:,} events")
@@ -156,6 +158,8 @@ def run_benchmark(
             if latency_seconds > 0:
                 measure_latency(row, events, latency_seconds, work, timeout, say)
         rows.append(row)
+        if on_row:
+            on_row(rows)
     return rows
 
 
