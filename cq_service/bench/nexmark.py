@@ -36,7 +36,6 @@ from cq_service.io import nexmark
 
 __all__ = ["ENGINES", "QUERIES", "events_read", "measure_latency", "run_benchmark", "save"]
 
-
 _PEERS = Path(__file__).resolve().parent / "peers"
 _REPO = Path(__file__).resolve().parents[2]
 
