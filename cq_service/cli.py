@@ -249,6 +249,9 @@ def bench_nexmark(
     latency_only: bool = typer.Option(
         False, help="re-measure only our latency for the run saved in --out (same paces)"
     ),
+    machine_note: str = typer.Option(
+        "", help="said after the machine in the results, e.g. 'shared with other work'"
+    ),
 ) -> None:
     """NEXMark q0-q8 on cq, Spark Structured Streaming and PyFlink over the same generated
     input: throughput, latency, memory, and a check that the results agree."""
@@ -257,15 +260,8 @@ def bench_nexmark(
 
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from cq_service.bench.nexmark import (
-        ENGINES,
-        QUERIES,
-        disagreements,
-        load,
-        measure_latency,
-        run_benchmark,
-        save,
-    )
+    from cq_service.bench.nexmark import measure_latency, run_benchmark, save
+    from cq_service.bench.nexmark_model import ENGINES, QUERIES, disagreements, load
 
     if latency_only:
         rows, meta = load(out)
@@ -285,6 +281,21 @@ def bench_nexmark(
         raise typer.Exit(2)
     if quick:
         events, repeat, latency_seconds = 200_000, 1, min(latency_seconds, 2.0)
+    cpu = next(
+        (ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+         if ln.startswith("model name")),
+        platform.processor(),
+    )
+    meta = {
+        "events": events,
+        "repeat": repeat,
+        "seed_note": "seed 0, 10,000 events/s of event time",
+        "machine": f"{os.cpu_count()} cores ({cpu}), {_memory_gib()} GiB, "
+        f"Python {platform.python_version()}" + (f", {machine_note}" if machine_note else ""),
+        "date": datetime.date.today().isoformat(),
+        "quick": quick,
+    }
+    folder = out / "quick" if quick else out
     steps = 1 + len(qs) * (len(es) * repeat + 1 + (1 if latency_seconds > 0 else 0))
     with Progress(
         TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
@@ -303,25 +314,13 @@ def bench_nexmark(
             rows = run_benchmark(
                 events=events, queries=qs, engines=es, repeat=repeat,
                 latency_seconds=latency_seconds, work=work, progress=progress,
+                # The results so far, saved after every query: a long run stopped early keeps them.
+                on_row=lambda done: save(done, folder, meta),
             )
         except RuntimeError as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(1) from None
         bar.update(task, completed=steps, description="done")
-    cpu = next(
-        (ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-         if ln.startswith("model name")),
-        platform.processor(),
-    )
-    meta = {
-        "events": events,
-        "repeat": repeat,
-        "seed_note": "seed 0, 10,000 events/s of event time",
-        "machine": f"{os.cpu_count()} cores ({cpu}), {_memory_gib()} GiB, Python {platform.python_version()}",
-        "date": datetime.date.today().isoformat(),
-        "quick": quick,
-    }
-    folder = out / "quick" if quick else out
     save(rows, folder, meta)
     typer.echo((folder / "nexmark.md").read_text())
     problems = disagreements(rows)

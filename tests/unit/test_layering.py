@@ -1,11 +1,14 @@
 """Packages import in one direction (STYLE.md §1): base (errors, types) < spec, cql < plan <
 engine < io < the application layer (compiler, runner, stats, cli, service, batch, adaptive,
-catalog). Every `cq_service.*` import, absolute or relative, anywhere in a module (including
-function bodies and TYPE_CHECKING blocks), is checked."""
+catalog). And no modules import each other, directly or round a longer cycle (a package's
+`__init__` importing its own submodules aside). Every `cq_service.*` import, absolute or
+relative, anywhere in a module (including function bodies and TYPE_CHECKING blocks), is
+checked: an import moved into a function to dodge a cycle still counts."""
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from pathlib import Path
 
 import cq_service
@@ -113,3 +116,108 @@ def test_the_checker_resolves_relative_and_nested_imports():
     assert {layer(m) for m in got} == {"io", "engine", "runner", None, "compiler"}
     in_init = {m for _, m in imports_in("from .queues import Queue\n", "cq_service.engine", True)}
     assert "cq_service.engine.queues" in in_init
+
+
+def import_graph(modules: Mapping[str, tuple[str, bool]]) -> dict[str, dict[str, int]]:
+    """{module: {module it imports: line}} for `modules` = {name: (source, is_package)}. An
+    imported name resolves to the longest module it names (`from a.b import C` -> a.b); a
+    package's imports of its own submodules are left out."""
+    graph: dict[str, dict[str, int]] = {}
+    for name, (source, is_package) in modules.items():
+        for line, target in imports_in(source, name, is_package):
+            parts = target.split(".")
+            while parts and ".".join(parts) not in modules:
+                parts.pop()
+            imported = ".".join(parts)
+            if not parts or imported == name:
+                continue
+            if is_package and imported.startswith(name + "."):
+                continue
+            graph.setdefault(name, {}).setdefault(imported, line)
+    return graph
+
+
+def cycles(graph: Mapping[str, Mapping[str, int]]) -> list[list[str]]:
+    """Every group of modules that import each other, directly or round a cycle (the strongly
+    connected components of more than one module, Tarjan's algorithm, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, {}))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            nxt = next(successors, None)
+            if nxt is not None:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph.get(nxt, {})))))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    found.append(sorted(group))
+    return found
+
+
+def _package_modules() -> dict[str, tuple[str, bool]]:
+    return {
+        module_name(p): (p.read_text(), p.name == "__init__.py")
+        for p in sorted(PACKAGE.rglob("*.py"))
+    }
+
+
+def test_no_modules_import_each_other():
+    graph = import_graph(_package_modules())
+    assert sum(len(imported) for imported in graph.values()) > 100  # the imports are seen
+    problems = []
+    for group in cycles(graph):
+        members = set(group)
+        edges = [
+            f"  {a} imports {b} (line {line})"
+            for a in group
+            for b, line in sorted(graph.get(a, {}).items())
+            if b in members
+        ]
+        problems.append(" <-> ".join(group) + ":\n" + "\n".join(edges))
+    assert not problems, "modules importing each other:\n" + "\n".join(problems)
+
+
+def test_the_cycle_checker_finds_pairs_and_longer_cycles_but_not_a_package_init():
+    modules = {
+        "cq_service.a": ("from cq_service import b\n", False),
+        "cq_service.b": ("def f():\n    from cq_service.a import thing\n", False),
+        "cq_service.c": ("from .d import x\n", False),
+        "cq_service.d": ("import cq_service.e\n", False),
+        "cq_service.e": ("from cq_service.c import y\n", False),
+        "cq_service.p": ("from .q import Q\n", True),
+        "cq_service.p.q": ("from cq_service.p import helper\n", False),
+        "cq_service.r": ("from cq_service.a import thing\n", False),
+    }
+    graph = import_graph(modules)
+    assert graph["cq_service.b"] == {"cq_service.a": 2}
+    assert "cq_service.p" not in graph  # a package importing its own submodule is left out
+    assert cycles(graph) == [
+        ["cq_service.a", "cq_service.b"],
+        ["cq_service.c", "cq_service.d", "cq_service.e"],
+    ]
