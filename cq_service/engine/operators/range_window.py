@@ -52,6 +52,15 @@ class _Timeline:
             self.rows += len(batch)
             self.nbytes += batch.nbytes()
 
+    def bytes_after(self, instants: np.ndarray) -> np.ndarray:
+        """For each of `instants`, the bytes of the tuples waiting for a later instant."""
+        total = np.zeros(len(instants))
+        for batch, at in self._parts:
+            if len(batch):
+                later = len(at) - np.searchsorted(at, instants, side="right")
+                total += later * (batch.nbytes() / len(batch))
+        return total
+
     def take_until(self, upto: int) -> list[tuple[Batch, np.ndarray]]:
         out = []
         while self._parts:
@@ -155,6 +164,22 @@ class RangeWindow(WindowOperator):
             rows += p.rows
             nbytes += p.enter.nbytes + p.leave.nbytes
         return rows, nbytes
+
+    def held_after(self, instants: np.ndarray) -> np.ndarray:
+        """For each of `instants`, the bytes this window will still hold then of the tuples it
+        holds now: those waiting to enter or to leave after it (each tuple keeps the interval
+        it was given)."""
+        instants = np.asarray(instants, dtype=np.int64)
+        total = np.zeros(len(instants))
+        for p in self._phases:
+            total += p.enter.bytes_after(instants) + p.leave.bytes_after(instants)
+        return total
+
+    @property
+    def longest_stay(self) -> int:
+        """The longest a tuple it holds may stay, over its settings (time units)."""
+        return max(p.setting.size + (self.slide or 0) + p.setting.granularity
+                   for p in self._phases)
 
     # -- run-time changes -----------------------------------------------------------------------
 
