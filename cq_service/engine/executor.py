@@ -96,11 +96,14 @@ class Executor:
         self.steps += 1
         self.memory.sample(op)
 
-    def drain(self, max_steps: int = 1_000_000) -> int:
-        """Run every operator but the sources until none is runnable (or `max_steps`);
-        returns the steps taken."""
+    def drain(self, max_steps: int = 1_000_000, seconds: float | None = None) -> int:
+        """Run every operator but the sources until none is runnable, or `max_steps` were
+        taken, or (when given) `seconds` have passed; returns the steps taken."""
         steps = 0
+        deadline = None if seconds is None else time.perf_counter() + seconds
         while steps < max_steps:
+            if deadline is not None and steps and time.perf_counter() >= deadline:
+                break
             op = self.policy.choose(self.downstream)
             if op is None:
                 break

@@ -82,13 +82,13 @@ class DeploymentState:
 
     budget: Budget
     estimated: Cost = field(default_factory=Cost)  # at the settings in force
-    measured: float = 0.0  # bytes its operators hold
+    measured: float = 0.0  # bytes its operators hold (at the last round)
     decision: Decision | None = None
     shedding: dict[str, float] = field(default_factory=dict)  # query -> share dropped
     corrections: dict[str, float] = field(default_factory=dict)  # query -> measured / estimated
     steady_from: dict[str, int] = field(default_factory=dict)  # query -> application time
     ticks: int = 0
-    queued: float = 0.0  # bytes waiting in its queues (part of `measured` and `estimated`)
+    queued: float = 0.0  # bytes waiting in its queues (part of `estimated`, and of `now`)
     unreleased: float = 0.0  # of `estimated`: what changes have not released yet
     # Sampled at every turn of the worker's loop (`BudgetKeeper.sample`):
     now: float = 0.0  # the latest sample: operators' state and queued bytes
@@ -150,9 +150,11 @@ class BudgetKeeper:
     def sample(self) -> None:
         """Measure every deployment with a budget now: its operators' state and what waits
         in its queues (each turn of the worker's loop)."""
-        for name, state in self.states.items():
-            if name not in self.rt.pipelines:
+        for name, spec in self.rt.pipelines.items():
+            budget = self.budget_of(spec)
+            if budget is None:
                 continue
+            state = self.states.setdefault(name, DeploymentState(budget))
             state.now = float(self.held_now(name))
             state.samples += 1
             state.peak = max(state.peak, state.now)
@@ -190,7 +192,7 @@ class BudgetKeeper:
         state.queued = float(self.rt.engine.queued_of(pipeline))
         state.measured = float(
             sum(op.state_size()[1] for op in self.rt.engine.operators_of(pipeline))
-        ) + state.queued
+        )
         live = {q.key for q in queries}
         for kept in (state.steady_from, state.corrections, state.shedding):
             for key in [k for k in kept if k not in live]:
@@ -208,7 +210,8 @@ class BudgetKeeper:
         state.unreleased = state.estimated.memory - sum(
             (q.cost(current[q.key], keep[q.key]).memory for q in steady), state.queued
         )
-        held = state.measured / state.estimated.memory if state.estimated.memory > 0 else 1.0
+        modelled = state.estimated.memory - state.queued
+        held = state.measured / modelled if modelled > 0 else 1.0
         if held > 1.0 and state.measured > budget.target * (1 - self.rt.config.grow_margin):
             # The operators hold more than the model says, near the budget: scale the queries
             # not yet corrected by that ratio now rather than wait for them to be steady
@@ -222,11 +225,20 @@ class BudgetKeeper:
         # Plan inside a band: shrink when the settings in force pass the target, grow back
         # when they use less than (1 − margin) of it, and aim halfway, so that the noise of
         # measured rates does not move windows at every round.
-        # What is queued is memory too, until the engine has read it: the settings must fit
-        # beside it.
+        # What is queued counts in the estimate at the settings in force (it is memory until
+        # the engine has read it), not in the choice: it is transient, and the worker's pacing
+        # of the sources keeps it inside the room the budget leaves.
         margin = self.rt.config.grow_margin
-        aim = Budget(max(0.0, budget.target * (1 - margin / 2) - state.queued), 0.0, budget.cpu)
+        aim = Budget(budget.target * (1 - margin / 2), 0.0, budget.cpu)
         decision = decide(queries, aim)
+        if not decision.fits:
+            # What the windows hold now leaves at the instants it was given, whatever is
+            # chosen: no setting and no shedding releases it sooner. Take the settings that
+            # release it soonest (every range at its minimum) and shed only what the steady
+            # state needs.
+            steady = decide([replace(q, held={}, _cache={}) for q in queries], aim)
+            decision = replace(steady, settings=decision.settings, f_granularity=0.0,
+                               f_window=0.0, fits=False)
         if decision.shedding and self.pausable_only(pipeline):
             # Its input waits in the sources (paused by the worker's pacing): nothing is shed.
             decision = replace(decision, keep={k: 1.0 for k in decision.keep})
@@ -263,16 +275,16 @@ class BudgetKeeper:
         now: int,
     ) -> None:
         """Scale `q`'s estimates by its measured over estimated memory, measured once its
-        state is steady (its largest window after its start or last change). What its windows
-        hold above their steady level (measured, adaptive/drain.py) is left out of both."""
+        state is steady (its largest window after its start or last change): the bytes its
+        operators hold over the model's steady level (what windows hold above it until a change
+        drains, adaptive/drain.py, is left in: the correction errs high)."""
         if q.key not in state.steady_from:
             state.steady_from[q.key] = now + max((s for s, _ in settings.values()), default=0)
         if now >= state.steady_from[q.key]:
             q.scale = 1.0
             steady = replace(q, held={}, _cache={}).cost(settings, keep).memory
-            excess = q.cost(settings, keep).memory - steady
             if steady > 0:
-                ratio = (self._held(pipeline, q) - excess) / steady
+                ratio = self._held(pipeline, q) / steady
                 state.corrections[q.key] = min(MAX_CORRECTION, max(1.0, ratio))
         q.scale = state.corrections.get(q.key, 1.0)
 

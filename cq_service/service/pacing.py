@@ -1,0 +1,186 @@
+"""Pacing the sources so each deployment's memory stays inside its budget between rounds.
+
+The resource manager's rounds (budgets.py) choose settings that fit; between rounds, and while
+a change has not released what it holds, a burst can still fill a deployment faster than any
+setting can help. So at every turn of the worker's loop, after the keeper has sampled each
+deployment (its operators' state and what is queued for it), the pacing decides how much each
+source that can be paused may read:
+
+- A pausable source (one whose reader has `pause`: a Kafka topic, where records wait without
+  cost — the lag grows, memory does not) reads at most the rows that fit in the room its
+  deployments have left: (budget − sampled) / (2 × its bytes per row), twice because a row is
+  counted once queued and again while a window takes it in. With no room it is paused
+  (`reader.pause()`), and a round of the resource manager is asked for at once rather than at
+  the next interval — as it is whenever a sample passes the level the rounds aim at
+  (at most every `ROUND_EVERY_S` per deployment).
+- A paused source resumes (hysteresis) when its deployments have a reserve's worth of room
+  again (`memory_reserve` of the budget), or when waiting cannot help: nothing is left queued
+  for the deployment and a round has run since — application time stands still while the
+  input waits, so the state it holds cannot fall. Then it reads `STUCK_ROWS` a turn: the
+  budget cannot be held at the settings the ranges allow without losing input, and the
+  samples over the budget are counted (`cq_memory_samples_over_budget_total`).
+- A source that cannot be paused (a file, a generator) is read as before; its deployments
+  hold the budget by the rounds' settings and, past every range, by shedding.
+
+A source read by several deployments takes the smallest room among them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cq_service.service.budgets import BudgetKeeper
+from cq_service.service.running import Runtime
+
+__all__ = ["STUCK_ROWS", "Pacing", "SourcePace"]
+
+log = logging.getLogger("cq.pacing")
+
+STUCK_ROWS = 256  # rows a turn a paused source reads when waiting cannot help
+IN_FLIGHT = 2.0  # a row read is counted about twice until a window has taken it in
+ROUND_EVERY_S = 0.25  # the least time between two rounds the pacing asks for, per deployment
+DEFAULT_ROW_BYTES = 64.0  # a source's bytes per row before it has read any
+
+
+@dataclass
+class SourcePace:
+    """One pausable source: paused for a budget or not, how often, and its last limit."""
+
+    paused: bool = False
+    pauses: int = 0
+    limit: int | None = None  # rows a read may return now (None: no limit)
+    stuck: bool = False  # reading on although no deployment has room (see the module doc)
+
+
+class Pacing:
+    def __init__(self, rt: Runtime, keeper: BudgetKeeper, round_now: Callable[[str], None]):
+        self.rt = rt
+        self.keeper = keeper
+        self.round_now = round_now  # runs one round of the resource manager for a deployment
+        self.sources: dict[str, SourcePace] = {}
+        self._asked: dict[str, float] = {}  # deployment -> when a round was last asked for
+        self._round_after_drain: dict[str, bool] = {}  # a round ran since its queue emptied
+        self._aim = 1 - rt.config.grow_margin / 2  # of the target: where the rounds aim
+
+    def turn(self) -> set[str]:
+        """Sample every deployment with a budget and pace the sources; the keys of the
+        sources not to read this turn."""
+        self.keeper.sample()
+        readers = self._deployments_by_source()
+        skip = set()
+        for key, deployments in readers.items():
+            running = self.rt.sources.get(key)
+            if running is None or not hasattr(running.reader, "pause"):
+                continue
+            pace = self.sources.setdefault(key, SourcePace())
+            rooms = [self._room(d) for d in deployments]
+            rooms = [r for r in rooms if r is not None]
+            if not rooms:
+                self._set_limit(key, pace, None)
+                if pace.paused:
+                    self._resume(key, pace)
+                continue
+            room = min(r[0] for r in rooms)
+            reserve = min(r[1] for r in rooms)
+            rows = self._rows_for(key, room)
+            for d in deployments:
+                state = self.keeper.states.get(d)
+                if state is not None and state.now > state.budget.target * self._aim:
+                    self._ask_round(d)  # past the planned level: a round before the next interval
+            if pace.paused:
+                if (room >= reserve and rows > 0) or self._cannot_drain(deployments):
+                    self._resume(key, pace)
+                else:
+                    skip.add(key)
+                    continue
+            if rows > 0:
+                pace.stuck = False
+            elif pace.stuck or self._cannot_drain(deployments):
+                if not pace.stuck:
+                    log.warning(
+                        "source %s: its deployments %s are at their budget with nothing left "
+                        "to drain; reading on (%d rows a turn): their budget cannot hold this "
+                        "input at the settings their ranges allow", key, sorted(deployments),
+                        STUCK_ROWS,
+                    )
+                pace.stuck = True
+                rows = STUCK_ROWS
+            else:
+                self._pause(key, pace)
+                for d in deployments:
+                    self._round_after_drain[d] = False
+                    self._ask_round(d)
+                skip.add(key)
+                continue
+            self._set_limit(key, pace, rows)
+        for key in [k for k in self.sources if k not in readers]:
+            del self.sources[key]
+        return skip
+
+    # -- the deployments ------------------------------------------------------------------------
+
+    def _deployments_by_source(self) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        for q in self.rt.queries.values():
+            for key in q.source_keys.values():
+                out.setdefault(key, set()).add(q.pipeline)
+        return out
+
+    def _room(self, deployment: str) -> tuple[float, float] | None:
+        """(bytes left under the budget now, the reserve), None without a memory budget."""
+        state = self.keeper.states.get(deployment)
+        if state is None or not math.isfinite(state.budget.memory):
+            return None
+        budget = state.budget
+        return budget.memory - state.now, max(budget.reserve, 0.0)
+
+    def _cannot_drain(self, deployments: set[str]) -> bool:
+        """Nothing is queued for any of `deployments` and a round has run for each since that
+        was so: waiting cannot lower what they hold."""
+        ready = True
+        for d in deployments:
+            if self.rt.engine.queued_of(d) > 0:
+                self._round_after_drain[d] = False
+                ready = False
+            elif not self._round_after_drain.get(d, False):
+                self._round_after_drain[d] = True
+                self._ask_round(d, force=True)
+                ready = False
+        return ready
+
+    def _ask_round(self, deployment: str, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._asked.get(deployment, 0.0) < ROUND_EVERY_S:
+            return
+        self._asked[deployment] = now
+        self.round_now(deployment)
+
+    # -- the sources ----------------------------------------------------------------------------
+
+    def _rows_for(self, key: str, room: float) -> int:
+        out = self.rt.engine.sources[key].output
+        row_bytes = out.total_bytes / out.total_rows if out.total_rows else DEFAULT_ROW_BYTES
+        return max(0, int(room / (IN_FLIGHT * max(row_bytes, 1.0))))
+
+    def _set_limit(self, key: str, pace: SourcePace, rows: int | None) -> None:
+        reader = self.rt.sources[key].reader
+        if rows is not None:
+            rows = min(rows, self.rt.config.batch_rows)
+        if rows != pace.limit and hasattr(reader, "limit_reads"):
+            reader.limit_reads(rows)
+        pace.limit = rows
+
+    def _pause(self, key: str, pace: SourcePace) -> None:
+        pace.paused = True
+        pace.pauses += 1
+        self.rt.sources[key].reader.pause()
+        log.info("source %s paused: its deployments' memory is at their budget", key)
+
+    def _resume(self, key: str, pace: SourcePace) -> None:
+        pace.paused = False
+        self.rt.sources[key].reader.resume()
+        log.info("source %s resumed", key)
