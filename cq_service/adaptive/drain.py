@@ -15,6 +15,9 @@ excess over the coming time,
     max over x ≥ 0 of  H(x) − r·(W − x)⁺   (and 0 when that is negative).
 
 For a window that has not changed this is 0 (its tuples leave as fast as new ones fill in).
+The rate r is the larger of the model's (from the sources' smoothed rates, which take
+seconds to believe a change) and what the window admitted lately (`HeldProfile.recent`), so
+a burst counts from its first round: the window's whole level is then r·W + the excess.
 `held_profile` samples H on a grid; `unreleased` takes the maximum, rounding each grid cell
 the safe way (H at the cell's start, the new tuples at its end), so it never underestimates
 the excess of the profile it is given.
@@ -39,6 +42,7 @@ class HeldProfile:
 
     offsets: tuple[int, ...]
     held: tuple[float, ...]
+    recent: float = 0.0  # bytes per time unit admitted lately (a burst shows here first)
 
     @property
     def now(self) -> float:
@@ -47,14 +51,15 @@ class HeldProfile:
 
 
 def held_profile(held_after: Callable[[np.ndarray], np.ndarray], now: int, horizon: int,
-                 cells: int = GRID) -> HeldProfile:
+                 cells: int = GRID, recent: float = 0.0) -> HeldProfile:
     """Sample `held_after(now + x)` (vectorised over instants) for x on a grid over
-    [0, horizon] (the profile is 0 past the latest exit, which `horizon` should reach)."""
+    [0, horizon] (the profile is 0 past the latest exit, which `horizon` should reach);
+    `recent`: the bytes per time unit admitted lately."""
     horizon = max(1, int(horizon))
     step = max(1, -(-horizon // cells))
     offsets = tuple(range(0, horizon + step, step))
     held = held_after(now + np.asarray(offsets, dtype=np.int64))
-    return HeldProfile(offsets, tuple(float(h) for h in held))
+    return HeldProfile(offsets, tuple(float(h) for h in held), recent)
 
 
 def unreleased(profile: HeldProfile, size: int, per_unit: float) -> float:

@@ -178,8 +178,9 @@ class ManagedQuery:
             profile = self.held.get(w.label)
             if profile is not None and w.label in settings and w.node in est:
                 size = settings[w.label][0]
-                per_unit = self.scale * est[w.node].bytes / max(1, size)
-                memory += unreleased(profile, size, per_unit)
+                modelled = self.scale * est[w.node].bytes / max(1, size)
+                per_unit = max(modelled, profile.recent)  # a burst shows in `recent` first
+                memory += (per_unit - modelled) * size + unreleased(profile, size, per_unit)
         cost = Cost(memory, sum(e.cpu for e in mine))
         self._cache[key] = cost
         return cost

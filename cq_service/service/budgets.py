@@ -74,6 +74,7 @@ __all__ = ["BudgetKeeper", "DeploymentState"]
 log = logging.getLogger("cq.budgets")
 
 MAX_CORRECTION = 4.0  # the most the measured memory may scale the estimates by
+RECENT_SHARE = 4  # a window's recent rate is measured over the last 1/RECENT_SHARE of it
 
 
 @dataclass
@@ -446,7 +447,8 @@ class BudgetKeeper:
     def _held_profiles(self, pipeline: str, query: str) -> dict[str, HeldProfile]:
         """What each adjustable window of `query` holds now and when it leaves."""
         return {
-            w.label: held_profile(w.held_after, w.seen, w.longest_stay)
+            w.label: held_profile(w.held_after, w.seen, w.longest_stay,
+                                  recent=w.recent_rate(max(1, w.size // RECENT_SHARE)))
             for w in self.rt.engine.windows(pipeline, query)
             if w.seen != NEVER
         }

@@ -11,8 +11,9 @@ source that can be paused may read:
   deployments have left: (budget − sampled) / (2 × its bytes per row), twice because a row is
   counted once queued and again while a window takes it in. With no room it is paused
   (`reader.pause()`), and a round of the resource manager is asked for at once rather than at
-  the next interval — as it is whenever a sample passes the level the rounds aim at
-  (at most every `ROUND_EVERY_S` per deployment).
+  the next interval — as it is whenever a sample passes the level the rounds aim at, or the
+  last round's estimate by `grow_margin` of the budget (a burst the model has not seen yet),
+  at most every `ROUND_EVERY_S` per deployment.
 - A paused source resumes (hysteresis) when its deployments have a reserve's worth of room
   again (`memory_reserve` of the budget), or when waiting cannot help: nothing is left queued
   for the deployment and a round has run since — application time stands still while the
@@ -64,7 +65,8 @@ class Pacing:
         self.sources: dict[str, SourcePace] = {}
         self._asked: dict[str, float] = {}  # deployment -> when a round was last asked for
         self._round_after_drain: dict[str, bool] = {}  # a round ran since its queue emptied
-        self._aim = 1 - rt.config.grow_margin / 2  # of the target: where the rounds aim
+        self._margin = rt.config.grow_margin
+        self._aim = 1 - self._margin / 2  # of the target: where the rounds aim
 
     def turn(self) -> set[str]:
         """Sample every deployment with a budget and pace the sources; the keys of the
@@ -89,8 +91,11 @@ class Pacing:
             rows = self._rows_for(key, room)
             for d in deployments:
                 state = self.keeper.states.get(d)
-                if state is not None and state.now > state.budget.target * self._aim:
-                    self._ask_round(d)  # past the planned level: a round before the next interval
+                if state is not None and (
+                    state.now > state.budget.target * self._aim
+                    or state.now > state.estimated.memory + state.budget.target * self._margin
+                ):  # past the planned level, or above the estimate: a round before the interval
+                    self._ask_round(d)
             if pace.paused:
                 if (room >= reserve and rows > 0) or self._cannot_drain(deployments):
                     self._resume(key, pace)

@@ -175,6 +175,18 @@ class RangeWindow(WindowOperator):
             total += p.enter.bytes_after(instants) + p.leave.bytes_after(instants)
         return total
 
+    def recent_rate(self, span: int) -> float:
+        """Bytes per time unit admitted over the last `span` time units (up to `seen`), read
+        off the exits of the tuples it holds: a tuple of a phase of size T admitted at t
+        leaves at t + T + 1 (rounded by a slide or Γ, so this is approximate for those)."""
+        if self.seen == NEVER or span <= 0:
+            return 0.0
+        total = 0.0
+        for p in self._phases:
+            after = np.array([self.seen - span + p.setting.size + 1], dtype=np.int64)
+            total += float(p.leave.bytes_after(after)[0])
+        return total / span
+
     @property
     def longest_stay(self) -> int:
         """The longest a tuple it holds may stay, over its settings (time units)."""
