@@ -74,7 +74,7 @@ __all__ = ["BudgetKeeper", "DeploymentState"]
 log = logging.getLogger("cq.budgets")
 
 MAX_CORRECTION = 4.0  # the most the measured memory may scale the estimates by
-RECENT_SHARE = 4  # a window's recent rate is measured over the last 1/RECENT_SHARE of it
+RECENT_SHARE = 8  # a window's recent rate is measured over the last 1/RECENT_SHARE of it
 
 
 @dataclass

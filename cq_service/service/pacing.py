@@ -9,11 +9,12 @@ source that can be paused may read:
 - A pausable source (one whose reader has `pause`: a Kafka topic, where records wait without
   cost — the lag grows, memory does not) reads at most the rows that fit in the room its
   deployments have left: (budget − sampled) / (2 × its bytes per row), twice because a row is
-  counted once queued and again while a window takes it in. With no room it is paused
+  counted once queued and again while a window takes it in; and at most `READ_SHARE` of the
+  budget a read, so that catching up, a burst cannot fill the budget between two rounds. With no room it is paused
   (`reader.pause()`), and a round of the resource manager is asked for at once rather than at
   the next interval — as it is whenever a sample passes the level the rounds aim at, or the
   last round's estimate by `grow_margin` of the budget (a burst the model has not seen yet),
-  at most every `ROUND_EVERY_S` per deployment.
+  at most every `ROUND_EVERY_S` per deployment unless it grew by half `grow_margin` since.
 - A paused source resumes (hysteresis) when its deployments have a reserve's worth of room
   again (`memory_reserve` of the budget), or when waiting cannot help: nothing is left queued
   for the deployment and a round has run since — application time stands still while the
@@ -37,7 +38,7 @@ from dataclasses import dataclass
 from cq_service.service.budgets import BudgetKeeper
 from cq_service.service.running import Runtime
 
-__all__ = ["STUCK_ROWS", "Pacing", "SourcePace"]
+__all__ = ["READ_SHARE", "STUCK_ROWS", "Pacing", "SourcePace"]
 
 log = logging.getLogger("cq.pacing")
 
@@ -45,6 +46,7 @@ STUCK_ROWS = 256  # rows a turn a paused source reads when waiting cannot help
 IN_FLIGHT = 2.0  # a row read is counted about twice until a window has taken it in
 ROUND_EVERY_S = 0.25  # the least time between two rounds the pacing asks for, per deployment
 DEFAULT_ROW_BYTES = 64.0  # a source's bytes per row before it has read any
+READ_SHARE = 0.05  # the most of a budget one read of a paced source may fill
 
 
 @dataclass
@@ -63,7 +65,7 @@ class Pacing:
         self.keeper = keeper
         self.round_now = round_now  # runs one round of the resource manager for a deployment
         self.sources: dict[str, SourcePace] = {}
-        self._asked: dict[str, float] = {}  # deployment -> when a round was last asked for
+        self._asked: dict[str, tuple[float, float]] = {}  # deployment -> (when, sampled then)
         self._round_after_drain: dict[str, bool] = {}  # a round ran since its queue emptied
         self._margin = rt.config.grow_margin
         self._aim = 1 - self._margin / 2  # of the target: where the rounds aim
@@ -88,7 +90,7 @@ class Pacing:
                 continue
             room = min(r[0] for r in rooms)
             reserve = min(r[1] for r in rooms)
-            rows = self._rows_for(key, room)
+            rows = self._rows_for(key, room, min(r[2] for r in rooms))
             for d in deployments:
                 state = self.keeper.states.get(d)
                 if state is not None and (
@@ -135,13 +137,14 @@ class Pacing:
                 out.setdefault(key, set()).add(q.pipeline)
         return out
 
-    def _room(self, deployment: str) -> tuple[float, float] | None:
-        """(bytes left under the budget now, the reserve), None without a memory budget."""
+    def _room(self, deployment: str) -> tuple[float, float, float] | None:
+        """(bytes left under the budget now, the reserve, the budget), None without a memory
+        budget."""
         state = self.keeper.states.get(deployment)
         if state is None or not math.isfinite(state.budget.memory):
             return None
         budget = state.budget
-        return budget.memory - state.now, max(budget.reserve, 0.0)
+        return budget.memory - state.now, max(budget.reserve, 0.0), budget.memory
 
     def _cannot_drain(self, deployments: set[str]) -> bool:
         """Nothing is queued for any of `deployments` and a round has run for each since that
@@ -158,18 +161,28 @@ class Pacing:
         return ready
 
     def _ask_round(self, deployment: str, force: bool = False) -> None:
+        """A round now, unless one ran less than `ROUND_EVERY_S` ago and the deployment has
+        grown by less than half `grow_margin` of its budget since (catching up, the input moves
+        faster than the clock)."""
         now = time.monotonic()
-        if not force and now - self._asked.get(deployment, 0.0) < ROUND_EVERY_S:
+        state = self.keeper.states.get(deployment)
+        sampled = state.now if state is not None else 0.0
+        last, at = self._asked.get(deployment, (0.0, 0.0))
+        grown = state is not None and sampled - at > self._margin / 2 * state.budget.target
+        if not force and now - last < ROUND_EVERY_S and not grown:
             return
-        self._asked[deployment] = now
+        self._asked[deployment] = (now, sampled)
         self.round_now(deployment)
 
     # -- the sources ----------------------------------------------------------------------------
 
-    def _rows_for(self, key: str, room: float) -> int:
+    def _rows_for(self, key: str, room: float, budget: float) -> int:
+        """Rows a read may take: what fits the room, and at most `READ_SHARE` of the budget,
+        so a round can follow before a burst has filled it."""
         out = self.rt.engine.sources[key].output
         row_bytes = out.total_bytes / out.total_rows if out.total_rows else DEFAULT_ROW_BYTES
-        return max(0, int(room / (IN_FLIGHT * max(row_bytes, 1.0))))
+        allowed = min(room, READ_SHARE * budget)
+        return max(0, int(allowed / (IN_FLIGHT * max(row_bytes, 1.0))))
 
     def _set_limit(self, key: str, pace: SourcePace, rows: int | None) -> None:
         reader = self.rt.sources[key].reader
