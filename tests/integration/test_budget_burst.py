@@ -40,15 +40,17 @@ BURST_S = 3.0
 BEFORE_S, AFTER_S = 12.0, 8.0
 FLUSH = 10**9  # the last record's timestamp: completes every earlier instant
 BUDGET = 448 * 1024
+FIRST_FILL_BUDGET = 96 * 1024
 WINDOW = 10_000  # ms
 CQL = f"SELECT k, COUNT(*) AS n, SUM(v) AS total FROM S [Range {WINDOW}] GROUP BY k"
 
 
-def schedule(seed: int = 20) -> list[dict]:
-    """Records in timestamp order (ms from 0): Poisson arrivals at BASE, 10 × BASE, BASE."""
+def schedule(factor: int = 10, seed: int = 20) -> list[dict]:
+    """Records in timestamp order (ms from 0): Poisson arrivals at BASE, factor × BASE,
+    BASE."""
     rnd = random.Random(seed)
     out, t = [], 0.0
-    phases = [(BEFORE_S, BASE), (BURST_S, 10 * BASE), (AFTER_S, BASE)]
+    phases = [(BEFORE_S, BASE), (BURST_S, factor * BASE), (AFTER_S, BASE)]
     end = 0.0
     for seconds, rate in phases:
         end += seconds * 1000
@@ -61,12 +63,12 @@ def schedule(seed: int = 20) -> list[dict]:
     return out
 
 
-def pipeline(source: str, sink: str) -> str:
+def pipeline(source: str, sink: str, budget: int = BUDGET) -> str:
     return f"""\
 version: 1
 name: {NAME}
 time_unit: ms
-resources: {{memory_budget: {BUDGET}}}
+resources: {{memory_budget: {budget}}}
 streams:
   S:
     schema: {{k: int, v: int, ts: int}}
@@ -107,16 +109,22 @@ def elements(path: Path) -> list[tuple]:
     return out
 
 
-@pytest.mark.parametrize("live", [True, False], ids=["live", "catching-up"])
+@pytest.mark.parametrize(
+    ("live", "factor", "budget"),
+    [(True, 10, BUDGET), (False, 10, BUDGET), (False, 1, FIRST_FILL_BUDGET)],
+    ids=["live", "catching-up", "first-fill"],
+)
 def test_a_budget_holds_through_a_burst_with_nothing_lost(
-    tmp_path: Path, kafka_bootstrap: str, new_topic, live: bool
+    tmp_path: Path, kafka_bootstrap: str, new_topic, live: bool, factor: int, budget: int
 ) -> None:
+    """`first-fill`: no burst, but the full window does not fit even at the base rate, so the
+    budget binds while the window first fills."""
     topic = new_topic(1)
-    records = schedule()
+    records = schedule(factor)
     folder = tmp_path / "pipelines"
     (folder / NAME).mkdir(parents=True)
     source = f"{{type: kafka, topic: {topic}, start: earliest, bootstrap_servers: {kafka_bootstrap}}}"
-    (folder / NAME / "pipeline.yaml").write_text(pipeline(source, "out/per_key.jsonl"))
+    (folder / NAME / "pipeline.yaml").write_text(pipeline(source, "out/per_key.jsonl", budget))
     catalog = Catalog(f"sqlite:///{tmp_path / 'catalog.db'}")
     catalog.upgrade()
     config = ServiceConfig(
@@ -165,21 +173,22 @@ def test_a_budget_holds_through_a_burst_with_nothing_lost(
     row_bytes = worker.engine.sources[key].output.total_bytes / (len(records) + 1)
     densest = max(sum(1 for r in records if t - WINDOW <= r["ts"] <= t)
                   for t in range(0, int((BEFORE_S + BURST_S + AFTER_S) * 1000), 250))
-    print(f"{'live' if live else 'catching up'}: budget {BUDGET} B; peak sampled {state.peak:.0f} B = {state.peak / BUDGET:.3f} × "
+    print(f"\n{'live' if live else 'catching up'} ×{factor}: budget {budget} B; peak sampled "
+          f"{state.peak:.0f} B = {state.peak / budget:.3f} × "
           f"budget over {state.samples} samples; the full window would hold {densest} rows "
           f"≈ {densest * row_bytes:.0f} B; pauses "
           f"{ {k: p.pauses for k, p in worker.pacing.sources.items()} }")
     # The budget binds: the burst at the full window does not fit.
-    assert densest * row_bytes > 1.3 * BUDGET
+    assert densest * row_bytes > 1.3 * budget
     # Every sample of the keeper's measured figure (state + queued, each turn) is inside it.
     assert state.samples >= 50
-    assert state.over == 0 and state.peak <= BUDGET, (state.peak, state.over)
+    assert state.over == 0 and state.peak <= budget, (state.peak, state.over)
     # Nothing is shed (the only source can wait) ...
     kinds = [r.kind for r in catalog.adjustments(NAME)]
     assert "shed" not in kinds
     assert all(w.shed_dropped == 0 for w in worker.engine.windows(NAME, "per_key"))
     assert snapshot["budgets"][NAME]["samples_over_budget"] == 0
-    # ... the window did shrink for the burst ...
+    # ... the window did shrink ...
     logged = [logged_adjustment(r) for r in catalog.adjustments(NAME)
               if r.kind in ("window", "granularity")]
     assert any(a.new < WINDOW for a in logged if a.knob == "window")
@@ -192,7 +201,7 @@ def test_a_budget_holds_through_a_burst_with_nothing_lost(
         for r in [*records, {"k": 0, "v": 0, "ts": FLUSH}]:
             f.write(f"{r['ts']},{r['k']},{r['v']}\n")
     (ref / "pipeline.yaml").write_text(
-        pipeline("{type: file, path: s.csv, format: csv}", "out/per_key.jsonl")
+        pipeline("{type: file, path: s.csv, format: csv}", "out/per_key.jsonl", budget)
     )
     run_pipeline(load_and_compile(ref / "pipeline.yaml"), adjustments=logged)
     got = elements(folder / NAME / "out" / "per_key.jsonl")
