@@ -74,7 +74,9 @@ __all__ = ["BudgetKeeper", "DeploymentState"]
 log = logging.getLogger("cq.budgets")
 
 MAX_CORRECTION = 4.0  # the most the measured memory may scale the estimates by
-RECENT_SHARE = 8  # a window's recent rate is measured over the last 1/RECENT_SHARE of it
+# A window's recent rate: the largest measured over the last eighth of it and the last 32nd
+# (a burst shows in the short one first; the long one is steadier).
+RECENT_SHARES = (8, 32)
 
 
 @dataclass
@@ -447,8 +449,9 @@ class BudgetKeeper:
     def _held_profiles(self, pipeline: str, query: str) -> dict[str, HeldProfile]:
         """What each adjustable window of `query` holds now and when it leaves."""
         return {
-            w.label: held_profile(w.held_after, w.seen, w.longest_stay,
-                                  recent=w.recent_rate(max(1, w.size // RECENT_SHARE)))
+            w.label: held_profile(w.held_after, w.seen, w.longest_stay, recent=max(
+                w.recent_rate(max(1, w.size // share)) for share in RECENT_SHARES
+            ))
             for w in self.rt.engine.windows(pipeline, query)
             if w.seen != NEVER
         }

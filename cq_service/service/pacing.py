@@ -8,13 +8,15 @@ source that can be paused may read:
 
 - A pausable source (one whose reader has `pause`: a Kafka topic, where records wait without
   cost — the lag grows, memory does not) reads at most the rows that fit in the room its
-  deployments have left: (budget − sampled) / (2 × its bytes per row), twice because a row is
-  counted once queued and again while a window takes it in; and at most `READ_SHARE` of the
-  budget a read, so that catching up, a burst cannot fill the budget between two rounds. With no room it is paused
+  deployments have left: (budget − sampled) / (4 × its bytes per row), since a row is counted
+  more than once on its way (queued, then in a window and its output queue, then as the
+  results it causes until the sink takes them); and at most `READ_SHARE` of the budget a
+  read, so that catching up, a burst cannot fill the budget between two rounds. With no room it is paused
   (`reader.pause()`), and a round of the resource manager is asked for at once rather than at
   the next interval — as it is whenever a sample passes the level the rounds aim at, or the
   last round's estimate by `grow_margin` of the budget (a burst the model has not seen yet),
-  at most every `ROUND_EVERY_S` per deployment unless it grew by half `grow_margin` since.
+  or has grown by half `grow_margin` of the budget since the last round it asked for; at most
+  every `ROUND_EVERY_S` per deployment, unless it grew that much.
 - A paused source resumes (hysteresis) when its deployments have a reserve's worth of room
   again (`memory_reserve` of the budget), or when waiting cannot help: nothing is left queued
   for the deployment and a round has run since — application time stands still while the
@@ -43,7 +45,9 @@ __all__ = ["READ_SHARE", "STUCK_ROWS", "Pacing", "SourcePace"]
 log = logging.getLogger("cq.pacing")
 
 STUCK_ROWS = 256  # rows a turn a paused source reads when waiting cannot help
-IN_FLIGHT = 2.0  # a row read is counted about twice until a window has taken it in
+# A row read is counted more than once until it has gone through: queued, then in a window
+# and in the window's output queue, then as the results it causes waiting for the sink.
+IN_FLIGHT = 4.0
 ROUND_EVERY_S = 0.25  # the least time between two rounds the pacing asks for, per deployment
 DEFAULT_ROW_BYTES = 64.0  # a source's bytes per row before it has read any
 READ_SHARE = 0.05  # the most of a budget one read of a paced source may fill
@@ -96,7 +100,8 @@ class Pacing:
                 if state is not None and (
                     state.now > state.budget.target * self._aim
                     or state.now > state.estimated.memory + state.budget.target * self._margin
-                ):  # past the planned level, or above the estimate: a round before the interval
+                    or self._grown(d)
+                ):  # past the planned level, above the estimate, or growing: a round now
                     self._ask_round(d)
             if pace.paused:
                 if (room >= reserve and rows > 0) or self._cannot_drain(deployments):
@@ -165,14 +170,21 @@ class Pacing:
         grown by less than half `grow_margin` of its budget since (catching up, the input moves
         faster than the clock)."""
         now = time.monotonic()
-        state = self.keeper.states.get(deployment)
-        sampled = state.now if state is not None else 0.0
-        last, at = self._asked.get(deployment, (0.0, 0.0))
-        grown = state is not None and sampled - at > self._margin / 2 * state.budget.target
-        if not force and now - last < ROUND_EVERY_S and not grown:
+        last, _ = self._asked.get(deployment, (0.0, 0.0))
+        if not force and now - last < ROUND_EVERY_S and not self._grown(deployment):
             return
-        self._asked[deployment] = (now, sampled)
+        state = self.keeper.states.get(deployment)
+        self._asked[deployment] = (now, state.now if state is not None else 0.0)
         self.round_now(deployment)
+
+    def _grown(self, deployment: str) -> bool:
+        """The deployment's sample grew by half `grow_margin` of its budget since the last
+        round the pacing asked for."""
+        state = self.keeper.states.get(deployment)
+        if state is None:
+            return False
+        _, at = self._asked.get(deployment, (0.0, 0.0))
+        return state.now - at > self._margin / 2 * state.budget.target
 
     # -- the sources ----------------------------------------------------------------------------
 

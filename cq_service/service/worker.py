@@ -240,7 +240,8 @@ class Worker:
         try:
             self.call(self.budgets.tick, timeout=max(30.0, 4 * self.config.manage_interval))
         except Exception:  # a round that fails or times out: the next one tries again
-            log.exception("resource manager round failed")
+            if not self._stop.is_set():
+                log.exception("resource manager round failed")
 
     def call(self, fn: Callable[[], T], timeout: float = 30.0) -> T:
         """Run `fn` on the engine thread, between steps; returns its result."""
@@ -355,6 +356,12 @@ class Worker:
         return self.checkpointer.write()
 
     def _shutdown(self) -> None:
+        while True:  # what was handed over and will not run now: its callers stop waiting
+            try:
+                _, fut = self._commands.get_nowait()
+            except queue.Empty:
+                break
+            fut.set_exception(RuntimeError("the worker stopped"))
         self.spark_jobs.stop_all()
         if self._manager is not None:
             self._manager.shutdown(wait=False)

@@ -6,8 +6,9 @@ The worker runs `SELECT k, COUNT(*), SUM(v) FROM S [Range 10 Seconds] GROUP BY k
 `qos: {window: [500, 10000]}` under a budget the burst does not fit at the full window
 (checked from the data itself). The keeper's measured figure, sampled at every turn of the
 worker's loop, never passes the budget; nothing is shed; the topic's lag is drained after the
-burst; and the results are exactly those of `cq run` over the same records replaying the
-worker's adjustment log (the settings in force).
+burst; /metrics' call to the engine thread is answered within a second throughout; and the
+results are exactly those of `cq run` over the same records replaying the worker's adjustment
+log (the settings in force).
 
 Two ways: live (the producer keeps to the schedule while the worker reads) and catching up
 (every record is in the topic before the worker starts, so it reads as fast as the budget
@@ -141,11 +142,23 @@ def test_a_budget_holds_through_a_burst_with_nothing_lost(
         producer.start()
         producer.join(60)
     engine_thread.start()
+    waits: list[float] = []  # how long /metrics' call to the engine thread took, every 0.1 s
+    polling = threading.Event()
+
+    def poll_metrics() -> None:
+        while not polling.is_set():
+            start = time.monotonic()
+            worker.call(lambda: views.metrics_snapshot(worker), timeout=10)
+            waits.append(time.monotonic() - start)
+            time.sleep(0.1)
+
+    poller = threading.Thread(target=poll_metrics, daemon=True)
     try:
         deadline = time.monotonic() + 30
         while NAME not in worker.pipelines and time.monotonic() < deadline:
             time.sleep(0.05)
         assert NAME in worker.pipelines, worker.errors
+        poller.start()
         if live:
             producer.start()
         producer.join(BEFORE_S + BURST_S + AFTER_S + 30)
@@ -165,6 +178,8 @@ def test_a_budget_holds_through_a_burst_with_nothing_lost(
             )
         snapshot = worker.call(lambda: views.metrics_snapshot(worker))
     finally:
+        polling.set()
+        poller.join(15)
         worker.stop()
         engine_thread.join(60)
     assert not engine_thread.is_alive()
@@ -177,7 +192,10 @@ def test_a_budget_holds_through_a_burst_with_nothing_lost(
           f"{state.peak:.0f} B = {state.peak / budget:.3f} × "
           f"budget over {state.samples} samples; the full window would hold {densest} rows "
           f"≈ {densest * row_bytes:.0f} B; pauses "
-          f"{ {k: p.pauses for k, p in worker.pacing.sources.items()} }")
+          f"{ {k: p.pauses for k, p in worker.pacing.sources.items()} }; /metrics waited at "
+          f"most {max(waits):.3f} s ({len(waits)} calls)")
+    # The API's calls to the engine thread are answered within a second throughout.
+    assert len(waits) >= 5 and max(waits) < 1.0
     # The budget binds: the burst at the full window does not fit.
     assert densest * row_bytes > 1.3 * budget
     # Every sample of the keeper's measured figure (state + queued, each turn) is inside it.
