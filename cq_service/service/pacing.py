@@ -18,8 +18,9 @@ source that can be paused may read:
   or has grown by half `grow_margin` of the budget since the last round it asked for; at most
   every `ROUND_EVERY_S` per deployment, unless it grew that much.
 - A paused source resumes (hysteresis) when its deployments have a reserve's worth of room
-  again (`memory_reserve` of the budget), or when waiting cannot help: nothing is left queued
-  for the deployment and a round has run since — application time stands still while the
+  again (`memory_reserve` of the budget), or when waiting cannot help: what is queued for the
+  deployment no longer falls (nothing is, or what is waits for the input held back, such as
+  a join's other side) and a round has run since — application time stands still while the
   input waits, so the state it holds cannot fall. Then it reads `STUCK_ROWS` a turn: the
   budget cannot be held at the settings the ranges allow without losing input, and the
   samples over the budget are counted (`cq_memory_samples_over_budget_total`).
@@ -70,7 +71,8 @@ class Pacing:
         self.round_now = round_now  # runs one round of the resource manager for a deployment
         self.sources: dict[str, SourcePace] = {}
         self._asked: dict[str, tuple[float, float]] = {}  # deployment -> (when, sampled then)
-        self._round_after_drain: dict[str, bool] = {}  # a round ran since its queue emptied
+        self._round_after_drain: dict[str, bool] = {}  # a round ran since its queue stopped
+        self._queued: dict[str, int] = {}  # deployment -> bytes queued at the last look
         self._margin = rt.config.grow_margin
         self._aim = 1 - self._margin / 2  # of the target: where the rounds aim
 
@@ -152,11 +154,15 @@ class Pacing:
         return budget.memory - state.now, max(budget.reserve, 0.0), budget.memory
 
     def _cannot_drain(self, deployments: set[str]) -> bool:
-        """Nothing is queued for any of `deployments` and a round has run for each since that
-        was so: waiting cannot lower what they hold."""
+        """What is queued for each of `deployments` no longer falls (nothing is queued, or
+        what is waits for input that is held back, such as a join's other side) and a round
+        has run for each since: waiting cannot lower what they hold."""
         ready = True
         for d in deployments:
-            if self.rt.engine.queued_of(d) > 0:
+            queued = self.rt.engine.queued_of(d)
+            before = self._queued.get(d)
+            self._queued[d] = queued
+            if queued > 0 and (before is None or queued < before):
                 self._round_after_drain[d] = False
                 ready = False
             elif not self._round_after_drain.get(d, False):
