@@ -247,7 +247,8 @@ class BudgetKeeper:
             decision = replace(decision, keep={k: 1.0 for k in decision.keep})
         state.decision = decision
         fits_now = state.estimated.fits(budget)
-        room = state.estimated.memory < budget.target * (1 - margin)
+        # Grow only when the estimate and the latest per-turn sample both leave room.
+        room = max(state.estimated.memory, state.now) < budget.target * (1 - margin)
         finer = any(
             _more_precise(decision.settings[q.key], current[q.key])
             or decision.keep[q.key] > keep[q.key]
