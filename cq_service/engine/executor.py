@@ -46,6 +46,7 @@ class Executor:
         self.budget = budget
         self.step_seconds = step_seconds
         self.steps = 0
+        self.drained = True  # the last `drain` stopped because nothing was runnable
         self.adjustments: list[Adjustment] = []  # every change made, in order
         self._clock = NEVER
         self.replace_plan(operators, queues)
@@ -101,11 +102,13 @@ class Executor:
         taken, or (when given) `seconds` have passed; returns the steps taken."""
         steps = 0
         deadline = None if seconds is None else time.perf_counter() + seconds
+        self.drained = False
         while steps < max_steps:
             if deadline is not None and steps and time.perf_counter() >= deadline:
                 break
             op = self.policy.choose(self.downstream)
             if op is None:
+                self.drained = True
                 break
             self.step(op)
             steps += 1

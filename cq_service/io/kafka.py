@@ -639,6 +639,22 @@ class KafkaReader(SourceReader):
         worker paces a source so a memory budget holds (service/pacing.py)."""
         self._read_limit = None if records is None else min(self.batch_rows, int(records))
 
+    def known_lag(self) -> int:
+        """Messages behind the end as the last fetch told (each partition's high-water mark
+        less the next offset to read, as last known), without a call to the brokers; the last
+        figure `lag` gave for a partition no fetch has told of yet."""
+        if not self.live or self.outage is not None or self._closed:
+            return self._lag
+        total = 0
+        for p in self._partitions:
+            high = self._consumer.highwater(self._tp(p))
+            at = self._known.get(p)
+            if high is None or at is None:
+                return self._lag
+            total += max(0, int(high) - at)
+        self._lag = total
+        return total
+
     def lag(self) -> int:
         """Messages behind the end: the end offsets now (not live: as of opening) minus the
         positions (while the brokers are away: as last known)."""

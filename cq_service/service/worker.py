@@ -2,8 +2,8 @@
 
 One thread owns the engine and runs a loop: poll the sources (unless the queues, or the results
 the sinks hold unacknowledged, are over their budgets — then the sources are paused — and as
-much of each pausable source as its deployments' memory budgets leave room for, pacing.py),
-drain the operators for at most `turn_seconds`, move followers' clocks, run what other threads
+much of each pausable source as its deployments' memory budgets leave room for, pacing.py;
+nothing while the last turn left work undone), drain the operators for at most `turn_seconds`, move followers' clocks, run what other threads
 handed over, and, on their intervals, reconcile the pipelines folder, write a checkpoint and
 gather the dependencies' outages. Everything else — the HTTP API, `cq deploy`, the resource
 manager's rounds — hands work to that thread with `call`, so the engine is never touched by
@@ -205,10 +205,11 @@ class Worker:
         self.budgets.tick(pipeline)
 
     def _refresh_lags(self) -> None:
-        """Ask each source with a lag (Kafka) how far behind it is, for /metrics (on the
-        engine thread, once a second, so /metrics never waits on a broker)."""
+        """How far behind each source with a lag (Kafka) is, for /metrics and the pacing: as
+        its last fetch told, on the engine thread once a second, so neither /metrics nor the
+        loop waits on a broker (`lag()` asks the brokers and can block for seconds)."""
         for key, s in self.sources.items():
-            lag = getattr(s.reader, "lag", None)
+            lag = getattr(s.reader, "known_lag", None) or getattr(s.reader, "lag", None)
             if lag is None:
                 continue
             try:
@@ -296,8 +297,8 @@ class Worker:
             for s in self.sources.values():
                 getattr(s.reader, "resume", lambda: None)()
         held = self.pacing.turn()  # pausable sources over their deployments' budgets
-        if self.paused:
-            return False
+        if self.paused or not executor.drained:
+            return False  # (the last turn's drain was cut short: the engine is behind)
         paced = {id(self.engine.sources[k]) for k in held if k in self.engine.sources}
         read = False
         for op in executor.sources:
