@@ -29,6 +29,11 @@ Admission control (`admit`) asks whether a new query fits with every adjustable 
 one included, at its minimum settings; if not, the query is rejected with the estimate that
 did not fit.
 
+A window changed at run time still holds what it admitted under its earlier settings until
+those tuples leave (adaptive/drain.py): each query's cost at given settings adds the most its
+windows will hold above their steady level while that drains (`ManagedQuery.held`, measured
+by the worker), so a shrink is not counted as released before it is.
+
 Memory is estimated per query, each query planned alone (`estimate_plan` over its own plan).
 Operators that several of a deployment's queries share are counted once per query, which
 overestimates; windows a QoS covers are never shared (plan/knobs.py), so the state the
@@ -42,6 +47,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from cq_service.adaptive.cpu import EngineCosts
+from cq_service.adaptive.drain import HeldProfile, unreleased
 from cq_service.adaptive.estimate import Observed, estimate_plan
 from cq_service.cql import logical as L
 from cq_service.plan.physical import PhysicalPlan
@@ -111,7 +117,8 @@ class ManagedQuery:
     """One query as the manager sees it: its own plan, weight, windows and granularity ladder
     (finest first; empty: fixed), and what its cost is estimated from. `scale` multiplies its
     estimated memory: the measured over the estimated memory, where the model is known to
-    fall short."""
+    fall short. `held` (window label -> profile) is what each window holds now and when it
+    leaves: its cost adds what a change has not released yet (adaptive/drain.py)."""
 
     key: str
     plan: PhysicalPlan
@@ -122,6 +129,7 @@ class ManagedQuery:
     unit_seconds: float = 1e-3
     scale: float = 1.0
     costs: EngineCosts | None = None  # the CPU constants (None: loaded at each estimate)
+    held: dict[str, HeldProfile] = field(default_factory=dict)
     _cache: dict[tuple, Cost] = field(default_factory=dict, repr=False)
 
     @property
@@ -165,7 +173,15 @@ class ManagedQuery:
         )
         # Sources are the worker's, shared by every deployment: not the query's to hold.
         mine = [est[n.id] for n in self.plan.nodes if not isinstance(n.op, L.Source)]
-        cost = Cost(self.scale * sum(e.bytes for e in mine), sum(e.cpu for e in mine))
+        memory = self.scale * sum(e.bytes for e in mine)
+        for w in self.windows:
+            profile = self.held.get(w.label)
+            if profile is not None and w.label in settings and w.node in est:
+                size = settings[w.label][0]
+                modelled = self.scale * est[w.node].bytes / max(1, size)
+                per_unit = max(modelled, profile.recent)  # a burst shows in `recent` first
+                memory += (per_unit - modelled) * size + unreleased(profile, size, per_unit)
+        cost = Cost(memory, sum(e.cpu for e in mine))
         self._cache[key] = cost
         return cost
 

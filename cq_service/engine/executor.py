@@ -49,6 +49,7 @@ class Executor:
         # what a step's busy time is read from: wall time (what latency sees), or the thread's
         # CPU time (time.thread_time: what a CPU budget counts, blind to other processes)
         self.clock: Callable[[], float] = time.perf_counter
+        self.drained = True  # the last `drain` stopped because nothing was runnable
         self.adjustments: list[Adjustment] = []  # every change made, in order
         self._clock = NEVER
         self.replace_plan(operators, queues)
@@ -99,13 +100,18 @@ class Executor:
         self.steps += 1
         self.memory.sample(op)
 
-    def drain(self, max_steps: int = 1_000_000) -> int:
-        """Run every operator but the sources until none is runnable (or `max_steps`);
-        returns the steps taken."""
+    def drain(self, max_steps: int = 1_000_000, seconds: float | None = None) -> int:
+        """Run every operator but the sources until none is runnable, or `max_steps` were
+        taken, or (when given) `seconds` have passed; returns the steps taken."""
         steps = 0
+        deadline = None if seconds is None else time.perf_counter() + seconds
+        self.drained = False
         while steps < max_steps:
+            if deadline is not None and steps and time.perf_counter() >= deadline:
+                break
             op = self.policy.choose(self.downstream)
             if op is None:
+                self.drained = True
                 break
             self.step(op)
             steps += 1

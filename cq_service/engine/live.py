@@ -297,6 +297,19 @@ class LiveEngine:
         reads anything)."""
         return replay(self.operators_of(deployment), records)
 
+    def queued_of(self, deployment: str) -> int:
+        """Bytes waiting for `deployment`'s operators: in its queues, and in the sources'
+        queues not yet read by its gates."""
+        total = 0
+        for g in self._groups:
+            if g.owner != deployment:
+                continue
+            total += sum(q.bytes for q in g.queues.values())
+            for op in g.operators:
+                if isinstance(op, Gate):
+                    total += sum(r.pending_bytes() for r in op.inputs)
+        return total
+
     def operators_of(self, deployment: str) -> list[Operator]:
         """The operators of `deployment`'s queries (not the shared sources)."""
         return [op for g in self._groups for op in g.operators if op.owner == deployment]

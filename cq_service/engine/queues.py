@@ -114,6 +114,10 @@ class Queue:
     def _pending(self, reader: QueueReader) -> int:
         return self._base + len(self._items) - self._cursors[reader.index]
 
+    def _pending_bytes(self, reader: QueueReader) -> int:
+        k = max(0, self._cursors[reader.index] - self._base)
+        return sum(self._sizes[i] for i in range(k, len(self._sizes)))
+
     def _release(self) -> None:
         low = min(self._cursors)  # detached readers never hold anything back
         while self._base < low and self._items:
@@ -155,3 +159,7 @@ class QueueReader:
     def pending(self) -> int:
         """Items not yet read by this reader."""
         return self.queue._pending(self)
+
+    def pending_bytes(self) -> int:
+        """Bytes of the batches not yet read by this reader."""
+        return self.queue._pending_bytes(self)

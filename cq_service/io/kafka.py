@@ -132,6 +132,7 @@ class KafkaReader(SourceReader):
         self._finished: set[int] = set()  # not live: partitions read up to their end
         self._end_at_open: dict[int, int] = {}
         self._paused = False
+        self._read_limit: int | None = None  # the most records the next reads return
         self._closed = False
         self._next_position = 0  # arrival-order timestamps: records read so far
         self._refreshed = time.monotonic()
@@ -437,7 +438,8 @@ class KafkaReader(SourceReader):
         from kafka.errors import KafkaError
 
         try:
-            records = self._consumer.poll(timeout_ms=timeout_ms, max_records=self.batch_rows)
+            most = self.batch_rows if self._read_limit is None else max(1, self._read_limit)
+            records = self._consumer.poll(timeout_ms=timeout_ms, max_records=most)
         except KafkaError as e:
             raise self._failure(e, f"cannot read Kafka topic {self.topic!r}") from None
         if not self.live:
@@ -631,6 +633,27 @@ class KafkaReader(SourceReader):
         active = [self._tp(p) for p in self._partitions if p not in self._finished]
         if active:
             self._consumer.resume(*active)
+
+    def limit_reads(self, records: int | None) -> None:
+        """Return at most `records` messages a read from now on (None: `batch_rows`): the
+        worker paces a source so a memory budget holds (service/pacing.py)."""
+        self._read_limit = None if records is None else min(self.batch_rows, int(records))
+
+    def known_lag(self) -> int:
+        """Messages behind the end as the last fetch told (each partition's high-water mark
+        less the next offset to read, as last known), without a call to the brokers; the last
+        figure `lag` gave for a partition no fetch has told of yet."""
+        if not self.live or self.outage is not None or self._closed:
+            return self._lag
+        total = 0
+        for p in self._partitions:
+            high = self._consumer.highwater(self._tp(p))
+            at = self._known.get(p)
+            if high is None or at is None:
+                return self._lag
+            total += max(0, int(high) - at)
+        self._lag = total
+        return total
 
     def lag(self) -> int:
         """Messages behind the end: the end offsets now (not live: as of opening) minus the

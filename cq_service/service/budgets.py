@@ -4,9 +4,12 @@ Every `manage_interval` seconds (an apscheduler job that runs `BudgetKeeper.tick
 thread) the keeper takes each deployment with a `resources.memory_budget`:
 
 1. It measures its queries: sources' rates (smoothed, re-estimated on drift), selectivities
-   and key counts (`adaptive.measure.PlanMeter` over each query group's operators), and the
-   state its operators hold (`state_size`, bytes).
-2. It estimates each query's memory at the settings in force (`adaptive.manager`). Once a
+   and key counts (`adaptive.measure.PlanMeter` over each query group's operators), the
+   state its operators hold (`state_size`, bytes), what waits in its queues, and what each
+   adjustable window holds now and when it leaves (`adaptive.drain`).
+2. It estimates each query's memory at the settings in force (`adaptive.manager`): the
+   model's steady level, plus what a change has not released yet (tuples admitted under an
+   earlier, larger window keep their interval), plus what is queued. Once a
    query has been steady for its largest window (after it started or last changed), its
    measured memory over its estimate scales its estimates from then on (1 to 4×), so a
    model that falls short of the engine still holds the budget. Before that, when the
@@ -20,7 +23,13 @@ thread) the keeper takes each deployment with a `resources.memory_budget`:
    (1 − grow_margin/2), so the noise of measured rates does not move windows every round.
 4. Every change goes through `adjusting.adjust`, so it is checked against the query's QoS and
    logged in the catalog with its reason. When every range is exhausted the adjustable queries
-   shed load (`WindowOperator.shed` on their windows); each fraction is logged as kind `shed`.
+   shed load (`WindowOperator.shed` on their windows); each fraction is logged as kind `shed`
+   — except in a deployment whose sources can all be paused (Kafka): the worker holds those
+   back instead (service/pacing.py) and nothing is lost.
+
+`sample` measures each deployment at every turn of the worker's loop (operators' state and
+queued bytes): the figure the pacing of sources holds under the budget, its peak and the
+samples over the budget.
 
 Admission control (`admit`, called by `Deployer.deploy`) rejects a new query that does not fit
 even with every adjustable query at its minimum settings. The rejected query does not start.
@@ -32,11 +41,12 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 from typing import Any
 
 from cq_service.adaptive.cpu import EngineCosts
+from cq_service.adaptive.drain import HeldProfile, held_profile
 from cq_service.adaptive.estimate import Observed
 from cq_service.adaptive.manager import (
     Budget,
@@ -64,6 +74,9 @@ __all__ = ["BudgetKeeper", "DeploymentState"]
 log = logging.getLogger("cq.budgets")
 
 MAX_CORRECTION = 4.0  # the most the measured memory may scale the estimates by
+# A window's recent rate: the largest measured over the last eighth of it and the last 32nd
+# (a burst shows in the short one first; the long one is steadier).
+RECENT_SHARES = (8, 32)
 
 
 @dataclass
@@ -72,12 +85,19 @@ class DeploymentState:
 
     budget: Budget
     estimated: Cost = field(default_factory=Cost)  # at the settings in force
-    measured: float = 0.0  # bytes its operators hold
+    measured: float = 0.0  # bytes its operators hold (at the last round)
     decision: Decision | None = None
     shedding: dict[str, float] = field(default_factory=dict)  # query -> share dropped
     corrections: dict[str, float] = field(default_factory=dict)  # query -> measured / estimated
     steady_from: dict[str, int] = field(default_factory=dict)  # query -> application time
     ticks: int = 0
+    queued: float = 0.0  # bytes waiting in its queues (part of `estimated`, and of `now`)
+    unreleased: float = 0.0  # of `estimated`: what changes have not released yet
+    # Sampled at every turn of the worker's loop (`BudgetKeeper.sample`):
+    now: float = 0.0  # the latest sample: operators' state and queued bytes
+    peak: float = 0.0
+    samples: int = 0
+    over: int = 0  # samples above the budget
 
     def to_json(self) -> dict[str, Any]:
         d = self.decision
@@ -87,6 +107,12 @@ class DeploymentState:
             "estimated_bytes": self.estimated.memory,
             "estimated_cpu": self.estimated.cpu,
             "measured_bytes": self.measured,
+            "queued_bytes": self.queued,
+            "unreleased_bytes": self.unreleased,
+            "sampled_bytes": self.now,
+            "peak_bytes": self.peak,
+            "samples": self.samples,
+            "samples_over_budget": self.over,
             "corrections": dict(self.corrections),
             "f_granularity": None if d is None else d.f_granularity,
             "f_window": None if d is None else d.f_window,
@@ -108,9 +134,12 @@ class BudgetKeeper:
 
     # -- the loop -------------------------------------------------------------------------------
 
-    def tick(self) -> None:
-        """One round over every deployment with a budget (on the engine thread)."""
+    def tick(self, only: str | None = None) -> None:
+        """One round over every deployment with a budget (`only`: that one), on the engine
+        thread."""
         for name, spec in list(self.rt.pipelines.items()):
+            if only is not None and name != only:
+                continue
             budget = self.budget_of(spec)
             if budget is None:
                 self.states.pop(name, None)
@@ -119,6 +148,35 @@ class BudgetKeeper:
                 self._hold(name, spec, budget)
             except Exception:  # the worker goes on; the next tick tries again
                 log.exception("%s: the resource manager failed", name)
+
+    def sample(self) -> None:
+        """Measure every deployment with a budget now: its operators' state and what waits
+        in its queues (each turn of the worker's loop)."""
+        for name, spec in self.rt.pipelines.items():
+            budget = self.budget_of(spec)
+            if budget is None:
+                continue
+            state = self.states.setdefault(name, DeploymentState(budget))
+            state.now = float(self.held_now(name))
+            state.samples += 1
+            state.peak = max(state.peak, state.now)
+            if state.now > state.budget.memory:
+                state.over += 1
+
+    def held_now(self, pipeline: str) -> int:
+        """Bytes `pipeline`'s operators hold plus the bytes queued for them."""
+        engine = self.rt.engine
+        held = sum(op.state_size()[1] for op in engine.operators_of(pipeline))
+        return held + engine.queued_of(pipeline)
+
+    def pausable_only(self, pipeline: str) -> bool:
+        """Whether every source `pipeline` reads can be paused (its input then waits in a
+        lossless buffer, such as a Kafka topic, instead of being shed)."""
+        keys = {k for q in self.rt.queries.values() if q.pipeline == pipeline
+                for k in q.source_keys.values()}
+        return bool(keys) and all(
+            k in self.rt.sources and hasattr(self.rt.sources[k].reader, "pause") for k in keys
+        )
 
     def budget_of(self, spec: PipelineSpec) -> Budget | None:
         r = spec.resources
@@ -132,6 +190,7 @@ class BudgetKeeper:
         state.budget = budget
         state.ticks += 1
         queries = self.managed(pipeline, spec)
+        state.queued = float(self.rt.engine.queued_of(pipeline))
         state.measured = float(
             sum(op.state_size()[1] for op in self.rt.engine.operators_of(pipeline))
         )
@@ -146,8 +205,14 @@ class BudgetKeeper:
         keep = {q.key: 1.0 - state.shedding.get(q.key, 0.0) for q in queries}
         for q in queries:
             self._correct(pipeline, q, current[q.key], keep[q.key], state, now)
-        state.estimated = sum((q.cost(current[q.key], keep[q.key]) for q in queries), Cost())
-        held = state.measured / state.estimated.memory if state.estimated.memory > 0 else 1.0
+        queued = Cost(state.queued)
+        state.estimated = sum((q.cost(current[q.key], keep[q.key]) for q in queries), queued)
+        steady = [replace(q, held={}, _cache={}) for q in queries]
+        state.unreleased = state.estimated.memory - sum(
+            (q.cost(current[q.key], keep[q.key]).memory for q in steady), state.queued
+        )
+        modelled = state.estimated.memory - state.queued
+        held = state.measured / modelled if modelled > 0 else 1.0
         if held > 1.0 and state.measured > budget.target * (1 - self.rt.config.grow_margin):
             # The operators hold more than the model says, near the budget: scale the queries
             # not yet corrected by that ratio now rather than wait for them to be steady
@@ -156,17 +221,32 @@ class BudgetKeeper:
                 if q.key not in state.corrections:
                     q.scale = min(MAX_CORRECTION, held)
             state.estimated = sum(
-                (q.cost(current[q.key], keep[q.key]) for q in queries), Cost()
+                (q.cost(current[q.key], keep[q.key]) for q in queries), queued
             )
         # Plan inside a band: shrink when the settings in force pass the target, grow back
         # when they use less than (1 − margin) of it, and aim halfway, so that the noise of
         # measured rates does not move windows at every round.
+        # What is queued counts in the estimate at the settings in force (it is memory until
+        # the engine has read it), not in the choice: it is transient, and the worker's pacing
+        # of the sources keeps it inside the room the budget leaves.
         margin = self.rt.config.grow_margin
         aim = Budget(budget.target * (1 - margin / 2), 0.0, budget.cpu)
         decision = decide(queries, aim)
+        if not decision.fits:
+            # What the windows hold now leaves at the instants it was given, whatever is
+            # chosen: no setting and no shedding releases it sooner. Take the settings that
+            # release it soonest (every range at its minimum) and shed only what the steady
+            # state needs.
+            steady = decide([replace(q, held={}, _cache={}) for q in queries], aim)
+            decision = replace(steady, settings=decision.settings, f_granularity=0.0,
+                               f_window=0.0, fits=False)
+        if decision.shedding and self.pausable_only(pipeline):
+            # Its input waits in the sources (paused by the worker's pacing): nothing is shed.
+            decision = replace(decision, keep={k: 1.0 for k in decision.keep})
         state.decision = decision
         fits_now = state.estimated.fits(budget)
-        room = state.estimated.memory < budget.target * (1 - margin)
+        # Grow only when the estimate and the latest per-turn sample both leave room.
+        room = max(state.estimated.memory, state.now) < budget.target * (1 - margin)
         finer = any(
             _more_precise(decision.settings[q.key], current[q.key])
             or decision.keep[q.key] > keep[q.key]
@@ -197,13 +277,16 @@ class BudgetKeeper:
         now: int,
     ) -> None:
         """Scale `q`'s estimates by its measured over estimated memory, measured once its
-        state is steady (its largest window after its start or last change)."""
+        state is steady (its largest window after its start or last change): the bytes its
+        operators hold over the model's steady level (what windows hold above it until a change
+        drains, adaptive/drain.py, is left in: the correction errs high)."""
         if q.key not in state.steady_from:
             state.steady_from[q.key] = now + max((s for s, _ in settings.values()), default=0)
         if now >= state.steady_from[q.key]:
-            estimated = q.cost(settings, keep).memory
-            if estimated > 0:
-                ratio = self._held(pipeline, q) / estimated
+            q.scale = 1.0
+            steady = replace(q, held={}, _cache={}).cost(settings, keep).memory
+            if steady > 0:
+                ratio = self._held(pipeline, q) / steady
                 state.corrections[q.key] = min(MAX_CORRECTION, max(1.0, ratio))
         q.scale = state.corrections.get(q.key, 1.0)
 
@@ -305,6 +388,7 @@ class BudgetKeeper:
             obs = self._measure(plan, ops, keys)
             managed = self._managed_query(spec, q, mine, obs, weights.get(q.name))
             managed.costs = costs
+            managed.held = self._held_profiles(pipeline, q.name)
             out.append(managed)
         return out
 
@@ -363,6 +447,16 @@ class BudgetKeeper:
                 if src.run_cost.runs:
                     read_rows[n.op.name] = src.rows_out / src.run_cost.runs
         return Observed(source_d, row_bytes, read_rows=read_rows)
+
+    def _held_profiles(self, pipeline: str, query: str) -> dict[str, HeldProfile]:
+        """What each adjustable window of `query` holds now and when it leaves."""
+        return {
+            w.label: held_profile(w.held_after, w.seen, w.longest_stay, recent=max(
+                w.recent_rate(max(1, w.size // share)) for share in RECENT_SHARES
+            ))
+            for w in self.rt.engine.windows(pipeline, query)
+            if w.seen != NEVER
+        }
 
     def _settings_now(self, pipeline: str, q: ManagedQuery) -> dict[str, tuple[int, int]]:
         name = q.key.split("/", 1)[1]

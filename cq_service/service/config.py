@@ -16,6 +16,7 @@ Every setting (docs/service.md lists them):
 | queue_budget | CQ_QUEUE_BUDGET | 1000000 | queued elements above which sources pause |
 | batch_rows | CQ_BATCH_ROWS | 65536 | rows per source read |
 | step_seconds | CQ_STEP_SECONDS | 0.002 | about how long one scheduling step runs an operator |
+| turn_seconds | CQ_TURN_SECONDS | 0.05 | about the longest one turn of the worker's loop runs operators before it answers the API and samples memory |
 | policy | CQ_POLICY | (none) | scheduler of every deployment; none: each pipeline's own |
 | kafka_bootstrap | CQ_KAFKA_BOOTSTRAP | (none) | default Kafka address for sources and sinks that give none |
 | manage_interval | CQ_MANAGE_INTERVAL | 5.0 | seconds between the resource manager's rounds (0: none) |
@@ -75,6 +76,7 @@ class ServiceConfig:
     queue_budget: int = 1_000_000
     batch_rows: int = 65_536
     step_seconds: float = 0.002
+    turn_seconds: float = 0.05
     policy: str = ""  # "": each pipeline's own scheduler
     kafka_bootstrap: str | None = None
     manage_interval: float = 5.0
@@ -114,6 +116,8 @@ class ServiceConfig:
             raise ConfigError(f"setting manage_interval: {self.manage_interval} is negative")
         if self.step_seconds <= 0:
             raise ConfigError(f"setting step_seconds: {self.step_seconds} is not positive")
+        if self.turn_seconds <= 0:
+            raise ConfigError(f"setting turn_seconds: {self.turn_seconds} is not positive")
         for key in ("flush_timeout", "retry_backoff", "catalog_timeout"):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"setting {key}: {getattr(self, key)} is not positive")
@@ -156,6 +160,7 @@ _ENV = {
     "queue_budget": "CQ_QUEUE_BUDGET",
     "batch_rows": "CQ_BATCH_ROWS",
     "step_seconds": "CQ_STEP_SECONDS",
+    "turn_seconds": "CQ_TURN_SECONDS",
     "policy": "CQ_POLICY",
     "kafka_bootstrap": "CQ_KAFKA_BOOTSTRAP",
     "manage_interval": "CQ_MANAGE_INTERVAL",

@@ -71,6 +71,27 @@ class _Snapshot:
         yield GaugeMetricFamily(
             "cq_sources_paused", "1 while the queues are over budget", value=int(d["paused"])
         )
+        paced = GaugeMetricFamily(
+            "cq_source_paused",
+            "1 while a pausable source waits for its deployments' memory budget",
+            labels=["source"],
+        )
+        pauses = CounterMetricFamily(
+            "cq_source_budget_pauses", "Times a source was paused for a memory budget",
+            labels=["source"],
+        )
+        limit = GaugeMetricFamily(
+            "cq_source_read_limit", "Rows a read of a paced source may return now",
+            labels=["source"],
+        )
+        for key, pace in d.get("pacing", {}).items():
+            paced.add_metric([key], int(pace["paused"]))
+            pauses.add_metric([key], pace["pauses"])
+            if pace["limit"] is not None:
+                limit.add_metric([key], pace["limit"])
+        yield paced
+        yield pauses
+        yield limit
         yield CounterMetricFamily("cq_checkpoints", "Checkpoints written", value=d["checkpoints"])
         yield CounterMetricFamily(
             "cq_adjustments", "Run-time adjustments logged", value=d["adjustments"]
@@ -181,9 +202,25 @@ def _budgets(budgets: dict[str, dict[str, Any]]) -> Iterator[Any]:
             ("estimated_bytes", "cq_memory_estimated_bytes",
              "The cost model's memory at the settings in force"),
             ("measured_bytes", "cq_memory_measured_bytes",
-             "Bytes the deployment's operators hold"),
+             "Bytes the deployment's operators hold, at the resource manager's last round"),
+            ("queued_bytes", "cq_memory_queued_bytes",
+             "Bytes queued for the deployment's operators then (part of the estimate)"),
+            ("unreleased_bytes", "cq_memory_unreleased_bytes",
+             "Of the estimate, what changed windows hold above their steady level until "
+             "the tuples admitted before the change leave"),
+            ("sampled_bytes", "cq_memory_sampled_bytes",
+             "Bytes held and queued, sampled at every turn of the worker's loop"),
+            ("peak_bytes", "cq_memory_peak_bytes", "The largest of those samples"),
         ]
     }
+    over = CounterMetricFamily(
+        "cq_memory_samples_over_budget", "Samples (one a turn) above the memory budget",
+        labels=["pipeline"],
+    )
+    shed_tuples = CounterMetricFamily(
+        "cq_shed_tuples", "Tuples a query's windows dropped (load shedding)",
+        labels=["pipeline", "query"],
+    )
     shed = GaugeMetricFamily(
         "cq_shed_fraction", "Share of a query's window input dropped (load shedding)",
         labels=["pipeline", "query"],
@@ -194,8 +231,13 @@ def _budgets(budgets: dict[str, dict[str, Any]]) -> Iterator[Any]:
                 fam.add_metric([pipeline], float(b[key]))
         for query, share in b["shedding"].items():
             shed.add_metric([pipeline, query.split("/", 1)[-1]], share)
+        over.add_metric([pipeline], b["samples_over_budget"])
+        for query, n in b.get("shed_tuples", {}).items():
+            shed_tuples.add_metric([pipeline, query], n)
     yield from gauges.values()
     yield shed
+    yield over
+    yield shed_tuples
 
 
 def _windows(windows: dict[tuple[str, str, str], tuple[int, int]]) -> Iterator[Any]:

@@ -154,7 +154,7 @@ def metrics_snapshot(worker: Worker) -> dict[str, Any]:
             "late": op.late_count,
             "malformed": op.malformed_count,
             "dead_lettered": s.dead_letter.count,
-            "lag": int(s.reader.lag()) if hasattr(s.reader, "lag") else 0,
+            "lag": worker.lags.get(key, 0),  # asked once a second by the loop
             "watermark": None if op.watermark == NEVER else int(op.watermark),
         }
     counts = _catalog_counts(worker)
@@ -201,8 +201,20 @@ def metrics_snapshot(worker: Worker) -> dict[str, Any]:
         "latency": latency,
         "schedulers": {name: c.to_json() for name, c in worker.schedulers.items()},
         "windows": window_settings(worker),
-        "budgets": {name: st.to_json() for name, st in worker.budgets.states.items()},
+        "budgets": {name: _budget(worker, name, st) for name, st in worker.budgets.states.items()},
+        "pacing": {key: asdict(pace) for key, pace in worker.pacing.sources.items()},
     }
+
+
+def _budget(worker: Worker, pipeline: str, state: Any) -> dict[str, Any]:
+    """A deployment's budget state, with the tuples each query's windows shed so far."""
+    shed: dict[str, int] = {}
+    for q in worker.queries.values():
+        if q.pipeline == pipeline:
+            dropped = sum(w.shed_dropped for w in worker.engine.windows(pipeline, q.name))
+            if dropped:
+                shed[q.name] = dropped
+    return {**state.to_json(), "shed_tuples": shed}
 
 
 def _catalog_counts(worker: Worker) -> dict[str, Any]:

@@ -1,11 +1,13 @@
 """The worker (`cq serve`): every deployed pipeline in one live engine.
 
 One thread owns the engine and runs a loop: poll the sources (unless the queues, or the results
-the sinks hold unacknowledged, are over their budgets — then the sources are paused), drain the
-operators, move followers' clocks, and, on their intervals, reconcile the pipelines folder,
-write a checkpoint and gather the dependencies' outages. Everything else — the HTTP API,
-`cq deploy`, the resource manager's rounds — hands work to that thread with `call`, so the
-engine is never touched by two threads.
+the sinks hold unacknowledged, are over their budgets — then the sources are paused — and as
+much of each pausable source as its deployments' memory budgets leave room for, pacing.py;
+nothing while the last turn left work undone), drain the operators for at most `turn_seconds`, move followers' clocks, run what other threads
+handed over, and, on their intervals, reconcile the pipelines folder, write a checkpoint and
+gather the dependencies' outages. Everything else — the HTTP API, `cq deploy`, the resource
+manager's rounds — hands work to that thread with `call`, so the engine is never touched by
+two threads; since a turn is bounded in time, a call waits about one turn.
 
 A broker or the catalog going away does not stop the loop (dependencies.py): sources read
 nothing, sinks keep their results, checkpoints and deployments wait and are retried with
@@ -47,6 +49,7 @@ from cq_service.service.checkpointer import Checkpointer
 from cq_service.service.config import ServiceConfig
 from cq_service.service.dependencies import INTERVAL_S, Dependencies, gather
 from cq_service.service.deployer import Deployer, DeployResult
+from cq_service.service.pacing import Pacing
 from cq_service.service.reconciler import Reconciler
 from cq_service.service.restore import RestorePoint
 from cq_service.service.running import RunningQuery, RunningSource, Runtime
@@ -59,6 +62,7 @@ __all__ = ["DeployResult", "SchedulerChoice", "Worker"]
 
 log = logging.getLogger("cq.worker")
 T = TypeVar("T")
+LAG_INTERVAL_S = 1.0  # how often the sources' lags are asked for /metrics
 
 
 class Worker:
@@ -95,6 +99,9 @@ class Worker:
             self.runtime, self.restore, self.snapshots, self.dependencies
         )
         self.budgets = BudgetKeeper(self.runtime)  # the resource manager (service/budgets.py)
+        self.pacing = Pacing(self.runtime, self.budgets, self._round_now)  # pacing.py
+        self.lags: dict[str, int] = {}  # source key -> records behind, as last asked
+        self._lags_due = 0.0
         self._manager: BackgroundScheduler | None = None
         # `resources: {runner: spark}`: those pipelines run as Spark jobs, not on the engine.
         # `archive.every`: the deployed pipelines' archives, off the engine thread.
@@ -169,10 +176,14 @@ class Worker:
 
     def step(self) -> None:
         read = self._poll_sources()
-        self.engine.executor.drain(max_steps=10_000)
+        self._run_commands()
+        self.engine.executor.drain(max_steps=10_000, seconds=self.config.turn_seconds)
         self.engine.executor.follow_clocks()
         self._run_commands()
         now = time.monotonic()
+        if now >= self._lags_due:
+            self._lags_due = now + LAG_INTERVAL_S
+            self._refresh_lags()
         if now >= self._reconcile_due:
             self._reconcile_due = now + self.config.reconcile_interval
             self.reconcile()
@@ -186,6 +197,27 @@ class Worker:
 
     def stop(self) -> None:
         self._stop.set()
+
+    def _round_now(self, pipeline: str) -> None:
+        """A round of the resource manager for one deployment, now (the pacing asks)."""
+        if self.catalog.outage is not None:
+            return  # its changes are logged in the catalog: none while it is away
+        self.budgets.tick(pipeline)
+
+    def _refresh_lags(self) -> None:
+        """How far behind each source with a lag (Kafka) is, for /metrics and the pacing: as
+        its last fetch told, on the engine thread once a second, so neither /metrics nor the
+        loop waits on a broker (`lag()` asks the brokers and can block for seconds)."""
+        for key, s in self.sources.items():
+            lag = getattr(s.reader, "known_lag", None) or getattr(s.reader, "lag", None)
+            if lag is None:
+                continue
+            try:
+                self.lags[key] = int(lag())
+            except Exception:  # an outage: keep the last figure; dependencies.py reports it
+                log.debug("lag of %s not known now", key, exc_info=True)
+        for key in [k for k in self.lags if k not in self.sources]:
+            del self.lags[key]
 
     def _start_manager(self) -> None:
         """The resource manager's rounds, every `manage_interval` seconds, on the engine
@@ -209,7 +241,8 @@ class Worker:
         try:
             self.call(self.budgets.tick, timeout=max(30.0, 4 * self.config.manage_interval))
         except Exception:  # a round that fails or times out: the next one tries again
-            log.exception("resource manager round failed")
+            if not self._stop.is_set():
+                log.exception("resource manager round failed")
 
     def call(self, fn: Callable[[], T], timeout: float = 30.0) -> T:
         """Run `fn` on the engine thread, between steps; returns its result."""
@@ -263,11 +296,13 @@ class Worker:
             self.paused = False
             for s in self.sources.values():
                 getattr(s.reader, "resume", lambda: None)()
-        if self.paused:
-            return False
+        held = self.pacing.turn()  # pausable sources over their deployments' budgets
+        if self.paused or not executor.drained:
+            return False  # (the last turn's drain was cut short: the engine is behind)
+        paced = {id(self.engine.sources[k]) for k in held if k in self.engine.sources}
         read = False
         for op in executor.sources:
-            if op.exhausted:
+            if op.exhausted or id(op) in paced:
                 continue
             before = op.rows_in
             op.run(self.config.batch_rows)
@@ -327,6 +362,12 @@ class Worker:
         return self.checkpointer.write()
 
     def _shutdown(self) -> None:
+        while True:  # what was handed over and will not run now: its callers stop waiting
+            try:
+                _, fut = self._commands.get_nowait()
+            except queue.Empty:
+                break
+            fut.set_exception(RuntimeError("the worker stopped"))
         self.spark_jobs.stop_all()
         if self._manager is not None:
             self._manager.shutdown(wait=False)

@@ -52,6 +52,15 @@ class _Timeline:
             self.rows += len(batch)
             self.nbytes += batch.nbytes()
 
+    def bytes_after(self, instants: np.ndarray) -> np.ndarray:
+        """For each of `instants`, the bytes of the tuples waiting for a later instant."""
+        total = np.zeros(len(instants))
+        for batch, at in self._parts:
+            if len(batch):
+                later = len(at) - np.searchsorted(at, instants, side="right")
+                total += later * (batch.nbytes() / len(batch))
+        return total
+
     def take_until(self, upto: int) -> list[tuple[Batch, np.ndarray]]:
         out = []
         while self._parts:
@@ -155,6 +164,34 @@ class RangeWindow(WindowOperator):
             rows += p.rows
             nbytes += p.enter.nbytes + p.leave.nbytes
         return rows, nbytes
+
+    def held_after(self, instants: np.ndarray) -> np.ndarray:
+        """For each of `instants`, the bytes this window will still hold then of the tuples it
+        holds now: those waiting to enter or to leave after it (each tuple keeps the interval
+        it was given)."""
+        instants = np.asarray(instants, dtype=np.int64)
+        total = np.zeros(len(instants))
+        for p in self._phases:
+            total += p.enter.bytes_after(instants) + p.leave.bytes_after(instants)
+        return total
+
+    def recent_rate(self, span: int) -> float:
+        """Bytes per time unit admitted over the last `span` time units (up to `seen`), read
+        off the exits of the tuples it holds: a tuple of a phase of size T admitted at t
+        leaves at t + T + 1 (rounded by a slide or Γ, so this is approximate for those)."""
+        if self.seen == NEVER or span <= 0:
+            return 0.0
+        total = 0.0
+        for p in self._phases:
+            after = np.array([self.seen - span + p.setting.size + 1], dtype=np.int64)
+            total += float(p.leave.bytes_after(after)[0])
+        return total / span
+
+    @property
+    def longest_stay(self) -> int:
+        """The longest a tuple it holds may stay, over its settings (time units)."""
+        return max(p.setting.size + (self.slide or 0) + p.setting.granularity
+                   for p in self._phases)
 
     # -- run-time changes -----------------------------------------------------------------------
 

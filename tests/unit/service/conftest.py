@@ -19,6 +19,9 @@ def make_worker(tmp_path: Path, folder: Path):
     """Workers on the same folder and catalog (a second one is a restart)."""
 
     def _make(**settings: Any) -> Worker:
+        # A turn drains up to its step count, not for a time: what a test's steps do does not
+        # depend on the machine's speed.
+        settings.setdefault("turn_seconds", 3600.0)
         catalog = Catalog(f"sqlite:///{tmp_path / 'catalog.db'}")
         catalog.upgrade()
         config = ServiceConfig(

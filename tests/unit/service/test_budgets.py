@@ -11,9 +11,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from cq_service.compiler import load_and_compile
+from cq_service.engine.batch import Batch
 from cq_service.runner import run_pipeline
 from cq_service.service import views as w
 from cq_service.service.adjusting import logged_adjustment
@@ -277,3 +279,25 @@ def test_queries_over_different_streams_are_measured_together(
     assert decision is not None and set(decision.settings) == {
         f"{NAME}/asks_only", f"{NAME}/matches"
     }
+
+
+def test_the_estimate_and_the_samples_count_what_is_queued(folder: Path, make_worker) -> None:
+    write(folder, pipeline("300 KiB", big=False))
+    worker = make_worker(batch_rows=256)
+    worker.reconcile()
+    for _ in range(20):
+        worker.step()
+    assert worker.engine.queued_of(NAME) == 0
+    # A read the gates have not taken yet: it waits in the source's queue.
+    source = next(s for k, s in worker.engine.sources.items() if k.startswith("Bids"))
+    ts = np.arange(source.watermark + 1, source.watermark + 1001, dtype=np.int64)
+    batch = Batch((pa.array(ts % 50), pa.array(ts % 1000)), ts, np.ones(1000, np.int64))
+    source.output.push(batch)
+    assert worker.engine.queued_of(NAME) == batch.nbytes()
+    worker.budgets.tick()
+    worker.budgets.sample()
+    state = worker.budgets.states[NAME]
+    held = sum(op.state_size()[1] for op in worker.engine.operators_of(NAME))
+    assert state.queued == batch.nbytes() and state.now == held + batch.nbytes()
+    assert state.estimated.memory > state.queued
+    assert state.to_json()["queued_bytes"] == batch.nbytes()
