@@ -2,18 +2,41 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
 import threading
 import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import uvicorn
 from fastapi.testclient import TestClient
 
+from cq_service.catalog import Catalog
 from cq_service.service.api import make_app
+from cq_service.service.config import ServiceConfig
 from cq_service.service.worker import Worker
+
+EXAMPLE = Path(__file__).parents[3] / "pipelines" / "examples" / "web-proxy"
+
+
+@contextmanager
+def serving_example(
+    tmp_path: Path, token: str, reconcile_interval: float
+) -> Iterator[tuple[TestClient, Worker, Path]]:
+    """A worker on a copy of the web-proxy example (folder `tmp_path/p`, SQLite catalog beside
+    it), serving: (its API's test client, the worker, the pipelines folder)."""
+    folder = tmp_path / "p"
+    shutil.copytree(EXAMPLE, folder / "web-proxy", ignore=shutil.ignore_patterns("out"))
+    catalog = Catalog(f"sqlite:///{tmp_path / 'catalog.db'}")
+    catalog.upgrade()
+    config = ServiceConfig(pipelines=str(folder), catalog=catalog.url, port=0, token=token,
+                           checkpoint_interval=0.1, reconcile_interval=reconcile_interval)
+    worker = Worker(config, catalog)
+    with serving(worker) as api:
+        yield api, worker, folder
 
 
 @contextmanager

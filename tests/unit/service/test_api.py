@@ -2,32 +2,20 @@
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 
 import pytest
 
-from cq_service.catalog import Catalog
-from cq_service.service.config import ServiceConfig
-from cq_service.service.worker import Worker
-from tests.unit.service.serving import serving
+from tests.unit.service.serving import serving_example
 
-EXAMPLE = Path(__file__).parents[3] / "pipelines" / "examples" / "web-proxy"
 TOKEN = "s3cret"
 
 
 @pytest.fixture
 def client(tmp_path: Path):
-    folder = tmp_path / "p"
-    shutil.copytree(EXAMPLE, folder / "web-proxy", ignore=shutil.ignore_patterns("out"))
-    catalog = Catalog(f"sqlite:///{tmp_path / 'catalog.db'}")
-    catalog.upgrade()
-    config = ServiceConfig(pipelines=str(folder), catalog=catalog.url, port=0, token=TOKEN,
-                           checkpoint_interval=0.1, reconcile_interval=0.2)
-    worker = Worker(config, catalog)
-    with serving(worker) as api:
-        yield api, worker, folder
+    with serving_example(tmp_path, TOKEN, reconcile_interval=0.2) as served:
+        yield served
 
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -5,7 +5,6 @@ methods, oversized bodies, bad credentials, pipeline paths outside the folder, Y
 from __future__ import annotations
 
 import logging
-import shutil
 from pathlib import Path
 
 import pytest
@@ -17,10 +16,9 @@ from cq_service.service.api import make_app
 from cq_service.service.api_guard import MAX_BODY_BYTES
 from cq_service.service.config import ServiceConfig
 from cq_service.service.worker import Worker
-from tests.unit.service.serving import serving
+from tests.unit.service.serving import serving_example
 from tests.unit.spec.test_yaml_limits import laughs
 
-EXAMPLE = Path(__file__).parents[3] / "pipelines" / "examples" / "web-proxy"
 TOKEN = "s3cret"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 QUERY = "/queries/web-proxy/domain_load"
@@ -28,15 +26,8 @@ QUERY = "/queries/web-proxy/domain_load"
 
 @pytest.fixture
 def client(tmp_path: Path):
-    folder = tmp_path / "p"
-    shutil.copytree(EXAMPLE, folder / "web-proxy", ignore=shutil.ignore_patterns("out"))
-    catalog = Catalog(f"sqlite:///{tmp_path / 'catalog.db'}")
-    catalog.upgrade()
-    config = ServiceConfig(pipelines=str(folder), catalog=catalog.url, port=0, token=TOKEN,
-                           checkpoint_interval=0.1, reconcile_interval=3600)
-    worker = Worker(config, catalog)
-    with serving(worker) as api:
-        yield api, worker, folder
+    with serving_example(tmp_path, TOKEN, reconcile_interval=3600) as served:
+        yield served
 
 
 def refused(response, status: int, *words: str) -> dict:
