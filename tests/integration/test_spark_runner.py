@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from cq_service.batch.streaming import StreamingJob, check
 from cq_service.compiler import compile_pipeline
@@ -37,11 +38,27 @@ def produce(bootstrap: str, topic: str, values: list[bytes], partition: int = 0)
         producer.close()
 
 
-def consume(bootstrap: str, topic: str) -> list[bytes]:
-    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, api_version=API_VERSION,
-                             auto_offset_reset="earliest", consumer_timeout_ms=3000)
+def consume(bootstrap: str, topic: str, within: float = 120.0) -> list[bytes]:
+    """Every record of `topic` up to its end offsets as they are now, partition by partition
+    (a consumer that stops after a quiet spell sees nothing on a loaded machine)."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, api_version=API_VERSION,
+                             enable_auto_commit=False)
+    deadline = time.monotonic() + within
     try:
-        return [m.value for m in consumer]
+        partitions = consumer.partitions_for_topic(topic)
+        while not partitions and time.monotonic() < deadline:
+            time.sleep(0.2)
+            partitions = consumer.partitions_for_topic(topic)
+        parts = [TopicPartition(topic, p) for p in sorted(partitions or ())]
+        consumer.assign(parts)
+        consumer.seek_to_beginning(*parts)
+        end = consumer.end_offsets(parts)
+        out: list[bytes] = []
+        while any(consumer.position(tp) < end[tp] for tp in parts):
+            assert time.monotonic() < deadline, f"{topic}: not read to its end within {within} s"
+            for records in consumer.poll(timeout_ms=500).values():
+                out.extend(r.value for r in records)
+        return out
     finally:
         consumer.close()
 
