@@ -58,7 +58,7 @@ class DeadLetterSink:
             servers = bootstrap_servers(opts.get("bootstrap_servers"))
             self._kafka = KafkaWriter(
                 servers, opts.get("producer"), span=spec.span,
-                role=f"dead-letter topic {opts['topic']}",
+                role=f"dead-letter topic {opts['topic']}", client=opts.get("client"),
             )  # fmt: skip
         elif spec.type not in ("stdout", "blackhole"):
             raise SinkError(f"unsupported dead-letter sink {spec.type!r}", spec.span)

@@ -1,8 +1,10 @@
-"""Kafka sources and sinks: one JSON object per message, read and written with kafka-python.
+"""Kafka sources and sinks: one JSON object per message, read and written with confluent-kafka
+(librdkafka) or, on request (``client: kafka-python``), kafka-python.
 
 This module is the reader and the package's Kafka face (the names below are re-exported): the
 sink and its producer are in kafka_sink.py, decoding and time per partition in
-kafka_messages.py, what every client shares in kafka_client.py.
+kafka_messages.py, what every client shares in kafka_client.py, the two libraries behind one
+interface in confluent_client.py and kafka_python_client.py (opened by kafka_connect.py).
 
 Source (``type: kafka``): every partition of `topic` is assigned to this one reader (manual
 assignment; the consumer group is used only to commit offsets). Values are decoded and checked
@@ -21,8 +23,8 @@ Under ``cq serve`` a broker outage is expected, not fatal: the reader and the wr
 retriable errors (brokers that cannot be reached now) from permanent ones, raise `Unreachable`
 for the first and report an `outage` until the brokers answer again.
 
-kafka-python is imported when a client is made, not with this module, so ``cq`` commands that
-do not touch Kafka do not pay for it. docs/kafka.md is the user's guide.
+Neither client library is imported with this module, so ``cq`` commands that do not touch
+Kafka do not pay for it. docs/kafka.md is the user's guide.
 """
 
 from __future__ import annotations
@@ -45,16 +47,15 @@ from cq_service.io.base import (
 from cq_service.io.kafka_client import (
     API_VERSION,
     BOOTSTRAP_ENV,
-    CLIENT_DEFAULTS,
     DEFAULT_BOOTSTRAP,
-    OWN_CONSUMER,
+    KafkaCallError,
+    TopicMissing,
     bootstrap_servers,
-    check_settings,
+    client_choice,
     dependency_name,
-    describe_kafka_error,
-    is_retriable,
     outage_of,
 )
+from cq_service.io.kafka_connect import dead_letter_settings, open_consumer, settings_reason
 from cq_service.io.kafka_messages import MessageDecoder, Messages, PartitionClock
 from cq_service.io.kafka_sink import KafkaSink, KafkaWriter
 from cq_service.io.reachability import Backoff, Probe
@@ -123,6 +124,7 @@ class KafkaReader(SourceReader):
         self.dead_letter_topic: str = opts.get("dead_letter_topic") or f"{self.topic}.dlq"
         self.idle_timeout = float(opts.get("idle_timeout", DEFAULT_IDLE_TIMEOUT))
         self.servers = bootstrap_servers(opts.get("bootstrap_servers"))
+        self.client = client_choice(opts.get("client"))
         self._decoder = MessageDecoder(stream, time_unit)
         self.layout = self._decoder.layout
         self._clock = PartitionClock(stream.max_delay, arrival=stream.timestamp is None)
@@ -151,8 +153,7 @@ class KafkaReader(SourceReader):
         self._delivering = False  # the last poll returned messages: the brokers answer
         if not self._probe.check_now():
             raise Unreachable(self._outage(self._probe.reason), self._span)
-        partitions = self._describe_topic(settings)
-        self._consumer = self._open_consumer(settings)
+        self._consumer, partitions = self._open_consumer(settings)
         try:
             self._assign(partitions, initial=True)
             self._end_at_open = self._end_offsets(self._partitions)
@@ -182,111 +183,78 @@ class KafkaReader(SourceReader):
             raise SourceError(f"{name}: the key field {key!r} is not in the schema", span)
         if opts.get("start") == "committed" and not opts.get("group"):
             raise SourceError(f"{name}: start: committed needs a group", span)
-        from kafka import KafkaConsumer
-
-        settings = opts.get("consumer") or {}
-        reason = check_settings(settings, KafkaConsumer.DEFAULT_CONFIG, OWN_CONSUMER, "consumer")
+        try:
+            client = client_choice(opts.get("client"))
+        except ValueError as e:
+            raise SourceError(f"{name}: {e}", span) from None
+        reason = settings_reason(client, opts.get("consumer") or {}, "consumer")
         if reason:
             raise SourceError(f"{name}: {reason}", span)
 
-    def _open_consumer(self, settings: Mapping[str, Any]) -> Any:
-        from kafka import KafkaConsumer
-        from kafka.errors import KafkaError
-
-        config = {
-            "metadata_max_age_ms": int(_REFRESH_S * 1000),
-            **CLIENT_DEFAULTS["consumer"],
-            **settings,
-        }
-        try:
-            return KafkaConsumer(
-                bootstrap_servers=self.servers,
-                api_version=API_VERSION,
-                group_id=self.group,
-                enable_auto_commit=False,
-                auto_offset_reset="latest" if self.start == "latest" else "earliest",
-                max_poll_records=self.batch_rows,
-                allow_auto_create_topics=False,
-                **config,
-            )
-        except KafkaError as e:
-            raise self._failure(e, f"cannot connect to Kafka at {','.join(self.servers)}") from None
-
-    def _describe_topic(self, settings: Mapping[str, Any]) -> list[int]:
-        """The topic's partitions, asked with an admin client: it gives up on an unreachable
-        broker after `bootstrap_timeout_ms` (30 s unless set under `consumer:`), where the
-        consumer would wait for ever, and never creates the topic."""
-        from kafka import KafkaAdminClient
-        from kafka.errors import KafkaError, for_code
-
-        shared = {k: v for k, v in settings.items() if k in KafkaAdminClient.DEFAULT_CONFIG}
+    def _open_consumer(self, settings: Mapping[str, Any]) -> tuple[Any, list[int]]:
+        """The consumer, and the topic's partitions (it must exist: a reader never creates
+        it)."""
         where = ",".join(self.servers)
         try:
-            admin = KafkaAdminClient(
-                bootstrap_servers=self.servers, api_version=API_VERSION,
-                **{**CLIENT_DEFAULTS["admin"], **shared},
-            )  # fmt: skip
-        except KafkaError as e:
-            raise self._failure(e, f"cannot reach Kafka at {where}") from None
-        try:
-            [info] = admin.describe_topics([self.topic])
-        except KafkaError as e:
-            raise self._failure(e, f"cannot describe Kafka topic {self.topic!r}") from None
-        finally:
-            admin.close()
-        code = info.get("error_code", 0)
-        if code == 3 or (not code and not info.get("partitions")):
+            return open_consumer(
+                self.client,
+                self.servers,
+                self.topic,
+                self.group,
+                "latest" if self.start == "latest" else "earliest",
+                self.batch_rows,
+                settings,
+                int(_REFRESH_S * 1000),
+            )
+        except TopicMissing:
             raise SourceError(
                 f"{self.stream.name}: Kafka topic {self.topic!r} does not exist (at {where})",
                 self._span,
-            )
-        if code:
-            raise SourceError(
-                f"{self.stream.name}: cannot read Kafka topic {self.topic!r}: "
-                f"{for_code(code).__name__}",
-                self._span,
-            )
-        return sorted(int(p["partition_index"]) for p in info["partitions"])
-
-    def _tp(self, partition: int) -> Any:
-        from kafka import TopicPartition
-
-        return TopicPartition(self.topic, partition)
+            ) from None
+        except KafkaCallError as e:
+            raise self._failure(e, f"cannot read Kafka topic {self.topic!r} at {where}") from None
 
     def _topic_partitions(self) -> list[int]:
-        from kafka.errors import KafkaError
-
         try:
-            return sorted(self._consumer.partitions_for_topic(self.topic) or ())
-        except KafkaError as e:
+            return self._consumer.partitions(self._call_ms())
+        except KafkaCallError as e:
             raise self._failure(e, f"cannot list the partitions of {self.topic!r}") from None
 
     def _assign(self, new: Sequence[int], initial: bool = False) -> None:
         """Add partitions to the assignment; they start per `start` when the reader opens,
         from their beginning when found later (every message in them is new)."""
         self._partitions = sorted({*self._partitions, *new})
-        self._consumer.assign([self._tp(p) for p in self._partitions])
+        self._consumer.assign(self._partitions)
         for p in new:
             if initial:
                 self._seek_start(p)
             else:
-                self._consumer.seek_to_beginning(self._tp(p))
+                self._seek(p, None)
         for p in new:
             self._position(p)  # known from now on, for `positions` during an outage
         if self._paused and new:
-            self._consumer.pause(*[self._tp(p) for p in new])
+            self._consumer.pause(list(new))
 
     def _seek_start(self, partition: int) -> None:
-        tp = self._tp(partition)
         if self.start == "latest":
-            self._consumer.seek_to_end(tp)
+            self._seek(partition, "end")
             return
         if self.start == "committed":
             offset = self._committed(partition)
             if offset is not None:
-                self._consumer.seek(tp, offset)
+                self._consumer.seek(partition, offset)
                 return
-        self._consumer.seek_to_beginning(tp)
+        self._seek(partition, None)
+
+    def _seek(self, partition: int, where: str | None) -> None:
+        """To the beginning of a partition (`where` None) or its end."""
+        try:
+            if where == "end":
+                self._consumer.seek_to_end(partition, self._call_ms())
+            else:
+                self._consumer.seek_to_beginning(partition, self._call_ms())
+        except KafkaCallError as e:
+            raise self._failure(e, f"cannot find the offsets of {self.topic!r}") from None
 
     def _call_ms(self) -> int | None:
         """How long a call to the brokers may block: bounded live (the engine waits for it),
@@ -294,24 +262,17 @@ class KafkaReader(SourceReader):
         return _CALL_MS if self.live else None
 
     def _end_offsets(self, partitions: Sequence[int]) -> dict[int, int]:
-        from kafka.errors import KafkaError
-
         if not partitions:
             return {}
         try:
-            ends = self._consumer.end_offsets(
-                [self._tp(p) for p in partitions], timeout_ms=self._call_ms()
-            )
-        except KafkaError as e:
+            return self._consumer.end_offsets(partitions, self._call_ms())
+        except KafkaCallError as e:
             raise self._failure(e, f"cannot ask the end offsets of {self.topic!r}") from None
-        return {tp.partition: int(off) for tp, off in ends.items()}
 
     def _position(self, partition: int) -> int:
-        from kafka.errors import KafkaError
-
         try:
-            position = self._consumer.position(self._tp(partition), timeout_ms=self._call_ms())
-        except KafkaError as e:
+            position = self._consumer.position(partition, self._call_ms())
+        except KafkaCallError as e:
             raise self._failure(e, f"cannot get the position in {self.topic!r}") from None
         if position is None:
             raise Unreachable(
@@ -322,11 +283,9 @@ class KafkaReader(SourceReader):
         return int(position)
 
     def _committed(self, partition: int) -> int | None:
-        from kafka.errors import KafkaError
-
         try:
-            return self._consumer.committed(self._tp(partition), timeout_ms=self._call_ms())
-        except KafkaError as e:
+            return self._consumer.committed(partition, self._call_ms())
+        except KafkaCallError as e:
             raise self._failure(e, f"cannot read the committed offsets of {self.topic!r}") from None
 
     # -- outages
@@ -341,11 +300,11 @@ class KafkaReader(SourceReader):
         self._retry_at = time.monotonic() + self._retry.next()
         return self.outage
 
-    def _failure(self, error: BaseException, what: str) -> CQError:
-        """The error to raise for a kafka-python `error` while doing `what`: `Unreachable` for a
+    def _failure(self, error: KafkaCallError, what: str) -> CQError:
+        """The error to raise for a failed call while doing `what`: `Unreachable` for a
         retriable one (and the reader is away), else a SourceError."""
-        if is_retriable(error):
-            reason = describe_kafka_error(error)
+        if error.retriable:
+            reason = error.reason
             if not self._probe.check_now():
                 reason = self._probe.reason
             return Unreachable(self._went_away(reason), self._span)
@@ -432,31 +391,31 @@ class KafkaReader(SourceReader):
         for p in self._partitions:
             if p not in self._finished and self._position(p) >= self._end_at_open.get(p, 0):
                 self._finished.add(p)
-                self._consumer.pause(self._tp(p))
+                self._consumer.pause([p])
 
     def _poll(self, timeout_ms: int) -> _Polled:
-        from kafka.errors import KafkaError
-
         try:
             most = self.batch_rows if self._read_limit is None else max(1, self._read_limit)
-            records = self._consumer.poll(timeout_ms=timeout_ms, max_records=most)
-        except KafkaError as e:
+            polled = self._consumer.poll(timeout_ms, most)
+        except KafkaCallError as e:
             raise self._failure(e, f"cannot read Kafka topic {self.topic!r}") from None
         if not self.live:
-            records = self._below_end(records)
-        return _Polled(records)
+            polled = self._below_end(polled)
+        return polled
 
-    def _below_end(self, records: Mapping[Any, Sequence[Any]]) -> dict[Any, Sequence[Any]]:
+    def _below_end(self, polled: _Polled) -> _Polled:
         """Drop messages at or past the end offsets as of opening (and read them no more)."""
-        kept = {}
-        for tp, recs in records.items():
-            end = self._end_at_open.get(tp.partition, 0)
-            below = [r for r in recs if r.offset < end]
-            if len(below) < len(recs):
-                self._consumer.seek(tp, end)
-            if below:
-                kept[tp] = below
-        return kept
+        if not len(polled):
+            return polled
+        parts = np.asarray(polled.partition)
+        offsets = np.asarray(polled.offset, dtype=np.int64)
+        ends = np.asarray([self._end_at_open.get(p, 0) for p in polled.partition], np.int64)
+        past = offsets >= ends
+        if not past.any():
+            return polled
+        for p in np.unique(parts[past]).tolist():
+            self._consumer.seek(p, self._end_at_open.get(p, 0))
+        return polled.take(np.flatnonzero(~past))
 
     def _refresh_partitions(self) -> None:
         now = time.monotonic()
@@ -475,7 +434,7 @@ class KafkaReader(SourceReader):
         out: dict[int, bool] = {}
         unknown = []
         for p in self._partitions:
-            high = self._consumer.highwater(self._tp(p))
+            high = self._consumer.highwater(p)
             hint = self._end_hint.get(p)  # after an outage: the end then, until a fetch is newer
             if hint is not None and high is not None and high >= hint:
                 del self._end_hint[p]
@@ -524,7 +483,7 @@ class KafkaReader(SourceReader):
         parts = np.asarray(polled.partition)
         offsets = np.asarray(polled.offset, dtype=np.int64)
         for p in np.unique(parts).tolist():
-            self._consumer.seek(self._tp(p), int(offsets[parts == p].min()))
+            self._consumer.seek(p, int(offsets[parts == p].min()))
         if self._dead_writer is not None:
             self._dead_writer.abandon()
 
@@ -534,12 +493,10 @@ class KafkaReader(SourceReader):
         if not dead:
             return
         if self._dead_writer is None:
-            from kafka import KafkaProducer
-
-            shared = {k: v for k, v in self._settings.items() if k in KafkaProducer.DEFAULT_CONFIG}
             self._dead_writer = KafkaWriter(
-                self.servers, shared, error=SourceError, span=self._span,
-                role=f"dead-letter topic {self.dead_letter_topic}",
+                self.servers, dead_letter_settings(self.client, self._settings),
+                error=SourceError, span=self._span,
+                role=f"dead-letter topic {self.dead_letter_topic}", client=self.client,
             )  # fmt: skip
             if self.flush_timeout is not None:
                 self._dead_writer.flush_timeout = self.flush_timeout
@@ -581,31 +538,25 @@ class KafkaReader(SourceReader):
             )
         for p in self._partitions:
             if p in offsets:
-                self._consumer.seek(self._tp(p), int(offsets[p]))
+                self._consumer.seek(p, int(offsets[p]))
                 self._known[p] = int(offsets[p])
             else:
                 self._seek_start(p)
                 self._position(p)
         self._finished.clear()
         if not self._paused:
-            self._consumer.resume(*[self._tp(p) for p in self._partitions])
+            self._consumer.resume(self._partitions)
 
     def commit(self, offsets: Mapping[int, int], metadata: str = "") -> None:
         """Commit these offsets (the next offset to read, per partition) to the consumer
         group, synchronously."""
-        from kafka.errors import KafkaError
-        from kafka.structs import OffsetAndMetadata
-
         if not self.group:
             raise SourceError(f"{self.stream.name}: commit needs a consumer group", self._span)
         if self.outage is not None:
             raise Unreachable(self.outage, self._span)
         try:
-            self._consumer.commit(
-                {self._tp(p): OffsetAndMetadata(int(o), metadata, -1) for p, o in offsets.items()},
-                timeout_ms=self._call_ms(),
-            )
-        except KafkaError as e:
+            self._consumer.commit(offsets, metadata, self._call_ms())
+        except KafkaCallError as e:
             raise self._failure(e, f"cannot commit offsets of {self.topic!r}") from None
 
     def committed(self) -> dict[int, int]:
@@ -626,13 +577,13 @@ class KafkaReader(SourceReader):
     def pause(self) -> None:
         """Stop fetching (reads return empty chunks) until `resume`."""
         self._paused = True
-        self._consumer.pause(*[self._tp(p) for p in self._partitions])
+        self._consumer.pause(self._partitions)
 
     def resume(self) -> None:
         self._paused = False
-        active = [self._tp(p) for p in self._partitions if p not in self._finished]
+        active = [p for p in self._partitions if p not in self._finished]
         if active:
-            self._consumer.resume(*active)
+            self._consumer.resume(active)
 
     def limit_reads(self, records: int | None) -> None:
         """Return at most `records` messages a read from now on (None: `batch_rows`): the
@@ -647,7 +598,7 @@ class KafkaReader(SourceReader):
             return self._lag
         total = 0
         for p in self._partitions:
-            high = self._consumer.highwater(self._tp(p))
+            high = self._consumer.highwater(p)
             at = self._known.get(p)
             if high is None or at is None:
                 return self._lag
@@ -681,4 +632,4 @@ class KafkaReader(SourceReader):
             self._probe.close()
             consumer = getattr(self, "_consumer", None)
             if consumer is not None:
-                consumer.close(autocommit=False, timeout_ms=_CALL_MS)
+                consumer.close()

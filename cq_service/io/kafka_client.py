@@ -1,34 +1,54 @@
-"""What every Kafka client cq makes shares: the protocol pin, the brokers' address, the settings
-cq owns or chooses, and how a kafka-python error is told apart — a broker that cannot be
-reached now (retried) from a request the broker refuses for good (an error).
+"""What every Kafka client cq makes shares: which client library (confluent-kafka by default,
+kafka-python on request), the brokers' address, the settings cq owns or chooses, the interface
+both libraries are adapted to (`ConsumerClient`, `ProducerClient`), and how an error is told
+apart — a broker that cannot be reached now (retried) from a request the broker refuses for
+good (an error). The adapters are in confluent_client.py and kafka_python_client.py;
+kafka_connect.py opens the one a source or sink chose.
 
-kafka-python is imported when a client is made, not with this module.
+Neither library is imported with this module: a client is imported when it is made.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cq_service.errors import Outage
 from cq_service.io.reachability import Probe
 
+if TYPE_CHECKING:
+    from cq_service.io.kafka_messages import Messages
+
 __all__ = [
     "API_VERSION",
     "BOOTSTRAP_ENV",
+    "CLIENTS",
     "CLIENT_DEFAULTS",
+    "CLIENT_ENV",
     "DEFAULT_BOOTSTRAP",
+    "DEFAULT_CLIENT",
     "OWN_CONSUMER",
     "OWN_PRODUCER",
+    "ConsumerClient",
+    "KafkaCallError",
+    "ProducerClient",
+    "TopicMissing",
     "bootstrap_servers",
     "check_settings",
+    "client_choice",
     "dependency_name",
     "describe_kafka_error",
     "is_retriable",
     "outage_of",
 ]
+
+# The client libraries a source or sink may use (`client:`), and the default: confluent-kafka
+# (librdkafka) moves messages several times faster than kafka-python, pure Python.
+CLIENTS = ("confluent-kafka", "kafka-python")
+CLIENT_ENV = "CQ_KAFKA_CLIENT"  # the default for sources and sinks that do not say
+DEFAULT_CLIENT = "confluent-kafka"
 
 # Kafka 4 removed the oldest protocol versions (KIP-896), and kafka-python left to guess may
 # still send one of them (dpkp/kafka-python#2679, DESIGN §9): every client pins this.
@@ -76,6 +96,17 @@ def bootstrap_servers(
         value = env.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP
     items = value.split(",") if isinstance(value, str) else list(value)
     return [s.strip() for s in items if s.strip()]
+
+
+def client_choice(option: str | None, environ: Mapping[str, str] | None = None) -> str:
+    """The client library a source or sink uses: its `client` option, else $CQ_KAFKA_CLIENT,
+    else confluent-kafka. ValueError for a name that is not one of `CLIENTS`."""
+    env = os.environ if environ is None else environ
+    name = option or env.get(CLIENT_ENV) or DEFAULT_CLIENT
+    if name not in CLIENTS:
+        where = "client" if option else CLIENT_ENV
+        raise ValueError(f"{where} must be one of {', '.join(CLIENTS)}, not {name!r}")
+    return name
 
 
 def dependency_name(servers: Sequence[str]) -> str:
@@ -138,3 +169,66 @@ def outage_of(
     if previous is not None:
         return previous.again(reason)
     return Outage(dependency_name(servers), role, reason, time.time())
+
+
+# -- the interface both client libraries are adapted to ----------------------------------------
+
+
+class KafkaCallError(Exception):
+    """A call to the brokers failed, in either library's terms: `reason` is short (``connection
+    refused``), `retriable` whether it may go away by itself (brokers away, a timeout)."""
+
+    def __init__(self, reason: str, retriable: bool):
+        super().__init__(reason)
+        self.reason = reason
+        self.retriable = retriable
+
+
+class TopicMissing(KafkaCallError):
+    """The topic does not exist (a reader never creates it)."""
+
+    def __init__(self, topic: str):
+        super().__init__(f"topic {topic!r} does not exist", retriable=False)
+
+
+class ConsumerClient(Protocol):
+    """A consumer of one topic's partitions (named by number), assigned by hand. Positions are
+    the next offset to read, just after the last message `poll` returned. Calls to the brokers
+    take `timeout_ms` (None: as long as it takes) and raise `KafkaCallError`."""
+
+    def partitions(self, timeout_ms: int | None) -> list[int]: ...  # TopicMissing if none
+    def assign(self, partitions: Sequence[int]) -> None: ...  # the whole assignment
+    def seek(self, partition: int, offset: int) -> None: ...
+    def seek_to_beginning(self, partition: int, timeout_ms: int | None) -> None: ...
+    def seek_to_end(self, partition: int, timeout_ms: int | None) -> None: ...
+    def position(self, partition: int, timeout_ms: int | None) -> int | None: ...
+    def committed(self, partition: int, timeout_ms: int | None) -> int | None: ...
+    def end_offsets(self, partitions: Sequence[int], timeout_ms: int | None) -> dict[int, int]: ...
+    def highwater(self, partition: int) -> int | None: ...  # as the last fetch told; no call
+    def poll(self, timeout_ms: int, max_records: int) -> Messages: ...
+    def commit(self, offsets: Mapping[int, int], metadata: str, timeout_ms: int | None) -> None: ...
+    def pause(self, partitions: Sequence[int]) -> None: ...
+    def resume(self, partitions: Sequence[int]) -> None: ...
+    def close(self) -> None: ...
+
+
+# A message's fate, called once per message sent: None (acknowledged) or why not.
+Settled = Callable[[Any, KafkaCallError | None], None]
+
+
+class ProducerClient(Protocol):
+    """A producer (acks=all, idempotent). `send` hands a message over and arranges for
+    `settled(token, error)` once the broker acknowledged it or the producer gave up; the
+    callbacks run inside `send`, `flush` or (kafka-python) its I/O thread."""
+
+    def send(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        headers: list[tuple[str, bytes]] | None,
+        settled: Settled,
+        token: Any,
+    ) -> None: ...
+    def flush(self, timeout: float) -> None: ...  # wait up to `timeout` s for acknowledgements
+    def close(self, timeout: float) -> None: ...

@@ -109,6 +109,17 @@ class Messages:
     def __len__(self) -> int:
         return len(self.value)
 
+    def take(self, index: Sequence[int] | np.ndarray) -> Messages:
+        """The messages at `index`, in that order."""
+        rows = [int(i) for i in index]
+        return Messages.of(
+            [self.partition[i] for i in rows],
+            [self.offset[i] for i in rows],
+            [self.key[i] for i in rows],
+            [self.value[i] for i in rows],
+            [self.timestamp[i] for i in rows],
+        )
+
 
 _Polled = Messages
 

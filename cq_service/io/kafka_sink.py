@@ -1,8 +1,8 @@
 """Writing to Kafka: a producer that keeps every message until the broker acknowledged it
 (`KafkaWriter`), and query results as messages (`KafkaSink`, ``type: kafka``).
 
-`KafkaWriter.send` hands a message to kafka-python's producer (acks=all, idempotent) and keeps
-it; `flush` waits until every message kept is acknowledged and forgets them. While the brokers
+`KafkaWriter.send` hands a message to the client's producer (acks=all; confluent-kafka's is
+idempotent) and keeps it; `flush` waits until every message kept is acknowledged and forgets them. While the brokers
 cannot be reached, nothing is lost and the engine is not held up:
 
 - a flush waits at most `flush_timeout` seconds *without any acknowledgement* (a healthy broker
@@ -38,16 +38,13 @@ import pyarrow.compute as pc
 from cq_service.errors import CQError, Outage, Span, Unreachable
 from cq_service.io.base import Sink, SinkError, json_safe, register_sink
 from cq_service.io.kafka_client import (
-    API_VERSION,
-    CLIENT_DEFAULTS,
-    OWN_PRODUCER,
+    KafkaCallError,
     bootstrap_servers,
-    check_settings,
+    client_choice,
     dependency_name,
-    describe_kafka_error,
-    is_retriable,
     outage_of,
 )
+from cq_service.io.kafka_connect import open_producer, settings_reason
 from cq_service.io.reachability import Probe
 from cq_service.io.sinks import json_lines
 from cq_service.spec.loader import KAFKA_SINK_OPTIONS
@@ -87,7 +84,8 @@ class KafkaWriter:
     """A producer (acks=all) that keeps what it sent until acknowledged (see the module doc).
 
     `role` says what it writes (``sink topic out``) in outage reports; `error` is the class of
-    the errors it raises for messages refused for good."""
+    the errors it raises for messages refused for good; `client` the library (default: as
+    `client_choice` says)."""
 
     def __init__(
         self,
@@ -97,48 +95,44 @@ class KafkaWriter:
         error: type[CQError] = SinkError,
         span: Span | None = None,
         role: str = "producer",
+        client: str | None = None,
     ):
-        from kafka import KafkaProducer
-
         self._error, self._span = error, span
         self.servers = list(servers)
         self.role = role
         self.dependency = dependency_name(self.servers)
         self.flush_timeout = FLUSH_TIMEOUT_S
-        settings = dict(settings or {})
-        reason = check_settings(settings, KafkaProducer.DEFAULT_CONFIG, OWN_PRODUCER, "producer")
+        try:
+            self.client = client_choice(client)
+        except ValueError as e:
+            raise error(str(e), span) from None
+        reason = settings_reason(self.client, settings or {}, "producer")
         if reason:
             raise error(reason, span)
-        self._settings = {**CLIENT_DEFAULTS["producer"], **settings}
+        self._settings = dict(settings or {})
         self._probe = Probe(self.servers)
         self._handed: deque[_Message] = deque()  # given to the producer, oldest first
         self._kept: deque[_Message] = deque()  # not given yet (the brokers were away)
         self._bytes = 0
         self._lock = threading.Lock()  # the producer's callbacks come from its I/O thread
         self._acked = 0  # acknowledgements so far (progress, for `flush`)
-        self._failed: list[BaseException] = []  # what the producer gave up on, this round
+        self._failed: list[KafkaCallError] = []  # what the producer gave up on, this round
         self._round = 0  # producers made so far
-        self._refused: BaseException | None = None  # a message refused for good
+        self._refused: KafkaCallError | None = None  # a message refused for good
         self.outage: Outage | None = None
         self._closed = False
         self._producer: Any = None
         self._producer = self._new_producer()
 
     def _new_producer(self) -> Any:
-        from kafka import KafkaProducer
-        from kafka.errors import KafkaError
-
         self._round += 1
         try:
-            return KafkaProducer(
-                bootstrap_servers=self.servers, api_version=API_VERSION, acks="all",
-                **self._settings,
-            )  # fmt: skip
-        except KafkaError as e:
-            if is_retriable(e):
-                raise Unreachable(self._away(describe_kafka_error(e)), self._span) from None
+            return open_producer(self.client, self.servers, self._settings)
+        except KafkaCallError as e:
+            if e.retriable:
+                raise Unreachable(self._away(e.reason), self._span) from None
             raise self._error(
-                f"cannot connect to Kafka at {','.join(self.servers)}: {e}", self._span
+                f"cannot connect to Kafka at {','.join(self.servers)}: {e.reason}", self._span
             ) from None
 
     # -- sending --------------------------------------------------------------------------------
@@ -159,37 +153,36 @@ class KafkaWriter:
 
     def _hand(self, message: _Message) -> bool:
         """Give `message` to the producer; False (and away) if the brokers cannot take it now."""
-        from kafka.errors import KafkaError
-
         try:
             if self._producer is None:  # a replacement that could not be made yet
                 self._producer = self._new_producer()
-            future = self._producer.send(
-                message.topic, value=message.value, key=message.key, headers=message.headers
+            message.round = self._round
+            self._handed.append(message)
+            self._producer.send(
+                message.topic, message.value, message.key, message.headers, self._settled, message
             )
         except Unreachable:
             return False
-        except KafkaError as e:
-            if is_retriable(e):
-                self._away(describe_kafka_error(e))
+        except KafkaCallError as e:
+            self._handed.pop()
+            if e.retriable:
+                self._away(e.reason)
                 return False
             self._bytes -= message.size
             raise self._error(
-                f"cannot send to Kafka topic {message.topic!r}: {e}", self._span
+                f"cannot send to Kafka topic {message.topic!r}: {e.reason}", self._span
             ) from None
-        message.round = self._round
-        self._handed.append(message)
-        future.add_both(self._settled, message)
         return True
 
-    def _settled(self, message: _Message, result: Any) -> None:
-        """The producer's callback (from its I/O thread): the message's fate."""
+    def _settled(self, message: _Message, error: KafkaCallError | None) -> None:
+        """The producer's callback (confluent-kafka: inside send or flush; kafka-python: from
+        its I/O thread): the message's fate."""
         with self._lock:
             if message.round != self._round:
                 return  # a replaced producer's: the message was kept again
             self._acked += 1
-            if isinstance(result, BaseException):
-                self._failed.append(result)
+            if error is not None:
+                self._failed.append(error)
             else:
                 message.acked = True
 
@@ -205,8 +198,6 @@ class KafkaWriter:
         """Return once every message sent so far is acknowledged. Raises `Unreachable` when
         the brokers are away or acknowledge nothing for `timeout` seconds (default
         `flush_timeout`), the writer's `error` for a message refused for good."""
-        from kafka.errors import KafkaError
-
         timeout = self.flush_timeout if timeout is None else timeout
         self._check_refused()
         if self.outage is not None or self._kept or self._failed:
@@ -217,8 +208,7 @@ class KafkaWriter:
             self._check_failures()
             if not self._handed:
                 break
-            with suppress(KafkaError):  # KafkaTimeoutError: not all acknowledged yet
-                self._producer.flush(timeout=_SLICE_S)
+            self._producer.flush(_SLICE_S)
             if self._acked != acked:
                 progress, acked = time.monotonic(), self._acked
             elif time.monotonic() - progress >= timeout:
@@ -266,16 +256,16 @@ class KafkaWriter:
         if self._refused is None:
             with self._lock:
                 failed = list(self._failed)
-            self._refused = next((e for e in failed if not is_retriable(e)), None)
+            self._refused = next((e for e in failed if not e.retriable), None)
         if self._refused is not None:
-            raise self._error(f"Kafka rejected a message: {self._refused}", self._span)
+            raise self._error(f"Kafka rejected a message: {self._refused.reason}", self._span)
 
     def _check_failures(self) -> None:
         """`_check_refused`, and `Unreachable` for a message the producer gave up on (it is
         sent again once the brokers answer)."""
         self._check_refused()
         if self._failed:
-            raise Unreachable(self._away(describe_kafka_error(self._failed[0])), self._span)
+            raise Unreachable(self._away(self._failed[0].reason), self._span)
 
     def _away(self, reason: str, probe: bool = True) -> Outage:
         """Count the brokers as away, for `reason`; the outage."""
@@ -310,17 +300,15 @@ class KafkaWriter:
         if self._producer is not None:
             self._trim()
             waiting = bool(self._handed) and self.outage is None
-            self._producer.close(timeout=self.flush_timeout if waiting else 0)
+            self._producer.close(self.flush_timeout if waiting else 0)
 
 
 def _close_quietly(producer: Any) -> None:
     """Close a producer being dropped, at once; what it still held is sent again or not
     needed, so its errors do not matter."""
-    from kafka.errors import KafkaError
-
     if producer is not None:
-        with suppress(KafkaError, OSError):
-            producer.close(timeout=0)
+        with suppress(KafkaCallError, OSError):
+            producer.close(0)
 
 
 # -- results as messages -----------------------------------------------------------------------
@@ -345,7 +333,7 @@ class KafkaSink(Sink):
     """Each element as one message: the value its DESIGN §5 JSON object (``_ts``, ``_op``,
     the columns), the key the `key` columns' values (one column: its value as text, a string
     as it is; several: a JSON array; no `key`: no key). Options: ``topic``,
-    ``bootstrap_servers``, ``key``, ``producer`` (kafka-python KafkaProducer settings)."""
+    ``bootstrap_servers``, ``key``, ``client``, ``producer`` (the client's producer settings)."""
 
     def __init__(self, spec: SinkSpec, names: Sequence[str], types: Sequence[DataType]):
         super().__init__(spec, names, types)
@@ -373,6 +361,7 @@ class KafkaSink(Sink):
             error=SinkError,
             span=spec.span,
             role=f"sink topic {topic}",
+            client=opts.get("client"),
         )
 
     def _write(self, ts: np.ndarray, ops: np.ndarray, columns: Sequence[pa.Array]) -> None:

@@ -52,9 +52,10 @@ KAFKA_SOURCE_OPTIONS = (
     "start",
     "time",
     "idle_timeout",
+    "client",
     "consumer",
 )
-KAFKA_SINK_OPTIONS = ("topic", "bootstrap_servers", "key", "producer")
+KAFKA_SINK_OPTIONS = ("topic", "bootstrap_servers", "key", "client", "producer")
 
 # File extension -> format, for sources and sinks that do not say.
 FORMAT_EXTENSIONS: Mapping[str, str] = {

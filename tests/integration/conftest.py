@@ -116,6 +116,15 @@ def kafka_admin(kafka_bootstrap: str) -> Iterator[KafkaAdminClient]:
     admin.close()
 
 
+@pytest.fixture(params=["confluent-kafka", "kafka-python"])
+def kafka_client(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the test once per Kafka client library: the default of every Kafka source and sink
+    (CQ_KAFKA_CLIENT, inherited by the workers a test starts) is this one. Modules whose tests
+    must hold for both use it with ``pytestmark = pytest.mark.usefixtures("kafka_client")``."""
+    monkeypatch.setenv("CQ_KAFKA_CLIENT", request.param)
+    return request.param
+
+
 @pytest.fixture
 def new_topic(kafka_admin: KafkaAdminClient) -> Iterator[Callable[..., str]]:
     """Factory: `new_topic(partitions=1) -> name` creates a uniquely named, ready topic.

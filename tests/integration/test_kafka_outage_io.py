@@ -20,6 +20,9 @@ from cq_service.types import DataType
 from tests.services.kafka import KAFKA_API_VERSION
 from tests.services.own import OwnKafka
 
+# Every test here holds for both client libraries (tests/integration/conftest.py).
+pytestmark = pytest.mark.usefixtures("kafka_client")
+
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, api_version=KAFKA_API_VERSION)
@@ -63,8 +66,8 @@ def flush_when_back(writer: KafkaWriter, seconds: float = 60) -> int:
 def test_writer_keeps_and_sends_again_across_a_broker_restart(own_kafka: OwnKafka) -> None:
     bootstrap = own_kafka.bootstrap
     create_topic(bootstrap, "out")
-    # The producer gives up on a message after 2 s (kafka-python: 120 s), so the messages it
-    # held while the broker was away must be sent again by the writer.
+    # The producer gives up on a message after 2 s (default: 120 s), so the messages it held
+    # while the broker was away must be sent again by the writer.
     writer = KafkaWriter(
         [bootstrap], {"request_timeout_ms": 1000, "delivery_timeout_ms": 2000},
         role="sink topic out",
@@ -73,7 +76,7 @@ def test_writer_keeps_and_sends_again_across_a_broker_restart(own_kafka: OwnKafk
     sent = [json.dumps({"i": i}).encode() for i in range(300)]
     for value in sent[:100]:
         writer.send("out", value)
-    writer.flush()
+    writer.flush(timeout=30.0)  # an idempotent producer's first send waits for its id
     assert writer.pending == (0, 0)
 
     own_kafka.stop()

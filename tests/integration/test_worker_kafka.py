@@ -24,6 +24,10 @@ from kafka.structs import TopicPartition
 from tests.reference import evaluate_pipeline
 from tests.services.kafka import KAFKA_API_VERSION
 
+# End to end, SIGKILL and restart, per-query restart, dead letters: each with both client
+# libraries (tests/integration/conftest.py).
+pytestmark = pytest.mark.usefixtures("kafka_client")
+
 PARTITIONS = 3
 N = 600  # records per test: the reference evaluator is brute force (about 15 s for these)
 FLUSH = 10 * N + 300  # a last record per partition this late completes every earlier instant

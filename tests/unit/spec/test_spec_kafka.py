@@ -107,7 +107,7 @@ def test_kafka_relation_and_dead_letter(load):
             [
                 "7:37: key 'path' is not allowed in the source of stream 'S': a source of type "
                 "'kafka' takes only topic, bootstrap_servers, group, key, dead_letter_topic, "
-                "start, time, idle_timeout, consumer"
+                "start, time, idle_timeout, client, consumer"
             ],
             id="file-key-on-kafka",
         ),
@@ -116,7 +116,7 @@ def test_kafka_relation_and_dead_letter(load):
             [
                 "7:37: unknown key 'partitions' in the source of stream 'S' (expected one of: "
                 "type, topic, bootstrap_servers, group, key, dead_letter_topic, start, time, "
-                "idle_timeout, consumer)"
+                "idle_timeout, client, consumer)"
             ],
             id="unknown-key",
         ),
@@ -199,7 +199,7 @@ def test_kafka_relation_and_dead_letter(load):
             ),
             [
                 "11:35: key 'path' is not allowed in the sink of query 'q': a sink of type "
-                "'kafka' takes only topic, bootstrap_servers, key, producer"
+                "'kafka' takes only topic, bootstrap_servers, key, client, producer"
             ],
             id="file-key-on-kafka-sink",
         ),

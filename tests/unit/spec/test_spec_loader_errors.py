@@ -244,7 +244,7 @@ queries:
                 "6:18: type of the sink of query 'q' must be one of file, stdout, blackhole, "
                 "kafka, got 'http'",
                 "6:24: unknown key 'url' in the sink of query 'q' (expected one of: type, "
-                "path, format, topic, bootstrap_servers, key, producer)",
+                "path, format, topic, bootstrap_servers, key, client, producer)",
             ],
             id="unknown-sink-type",
         ),

@@ -1,0 +1,456 @@
+"""confluent-kafka (librdkafka) behind cq's client interface (`ConsumerClient`,
+`ProducerClient`): the default client of Kafka sources and sinks. librdkafka fetches and
+batches on its own threads; Python sees a batch of messages per `poll`.
+
+Settings (`consumer:` / `producer:`) are librdkafka's configuration properties
+(``linger.ms``); kafka-python's spelling (``linger_ms``) is read as the same name, since no
+librdkafka property has an underscore. A property librdkafka does not know is refused when the
+client is made.
+
+Positions are kept here rather than asked of librdkafka: set by `assign`/`seek` (a logical
+start — beginning, end — is resolved to an offset with the partition's watermarks), and moved
+past each message `poll` returns. A seek re-assigns the partitions at their positions, since
+librdkafka seeks only partitions already being fetched.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import re
+import time
+from collections.abc import Mapping, Sequence
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from cq_service.io.kafka_client import (
+    CLIENT_DEFAULTS,
+    KafkaCallError,
+    Settled,
+    TopicMissing,
+)
+from cq_service.io.kafka_messages import Messages
+
+__all__ = [
+    "OWN_CONSUMER",
+    "OWN_PRODUCER",
+    "ConfluentConsumer",
+    "ConfluentProducer",
+    "librdkafka_settings",
+    "settings_reason",
+]
+
+# Properties the reader and the writers own: `consumer:` / `producer:` may not change them.
+OWN_CONSUMER = frozenset(
+    {
+        "bootstrap.servers",
+        "group.id",
+        "enable.auto.commit",
+        "enable.auto.offset.store",
+        "auto.offset.reset",
+        "enable.partition.eof",
+        "allow.auto.create.topics",
+    }
+)
+OWN_PRODUCER = frozenset(
+    {"bootstrap.servers", "acks", "request.required.acks", "enable.idempotence"}
+)
+
+# Defaults cq chooses (a setting wins): reconnect within a second after a broker comes back;
+# give a message up after 120 s (as kafka-python does; librdkafka: 300 s); prefetch at most
+# 32 MiB per consumer (librdkafka: 64 MiB), memory the engine's budget does not see.
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "consumer": {
+        "reconnect.backoff.max.ms": CLIENT_DEFAULTS["consumer"]["reconnect_backoff_max_ms"],
+        "queued.max.messages.kbytes": 32768,
+    },
+    "producer": {
+        "reconnect.backoff.max.ms": CLIENT_DEFAULTS["producer"]["reconnect_backoff_max_ms"],
+        "message.timeout.ms": 120_000,
+        "linger.ms": 5,
+    },
+}
+_QUEUE_FULL_S = CLIENT_DEFAULTS["producer"]["max_block_ms"] / 1000  # then: brokers away
+_DESCRIBE_S = 30.0  # the longest opening waits for the topic's partitions
+_SERVE_EVERY = 4096  # sends between serving delivery callbacks
+
+# librdkafka error codes that may go away by themselves (besides those it marks retriable).
+_RETRIABLE = frozenset(
+    {
+        "_TRANSPORT",
+        "_ALL_BROKERS_DOWN",
+        "_TIMED_OUT",
+        "_TIMED_OUT_QUEUE",
+        "_MSG_TIMED_OUT",
+        "_RESOLVE",
+        "_WAIT_COORD",
+        "_QUEUE_FULL",
+        "_UNKNOWN_BROKER",
+        "_NODE_UPDATE",
+        "_UNKNOWN_PARTITION",  # metadata not refreshed yet, after a broker restart
+        "NETWORK_EXCEPTION",
+        "REQUEST_TIMED_OUT",
+        "LEADER_NOT_AVAILABLE",
+        "NOT_LEADER_FOR_PARTITION",
+        "NOT_COORDINATOR",
+        "COORDINATOR_NOT_AVAILABLE",
+        "COORDINATOR_LOAD_IN_PROGRESS",
+    }
+)
+
+
+class _Log:
+    """librdkafka's log lines into Python logging (else it writes them to stderr): its
+    connection failures repeat every second while brokers are away, and the reader and writers
+    report outages themselves, so only critical lines are warnings; the rest are debug."""
+
+    _logger = logging.getLogger("cq_service.io.librdkafka")
+
+    def log(self, level: int, message: str, *args: Any, **_: Any) -> None:
+        self._logger.log(logging.WARNING if level >= logging.CRITICAL else logging.DEBUG,
+                         message, *args)  # fmt: skip
+
+
+_LOG = _Log()
+
+
+def librdkafka_settings(settings: Mapping[str, Any], what: str) -> dict[str, Any]:
+    """`settings` under librdkafka's names (``linger_ms`` -> ``linger.ms``); ValueError if one
+    is set by cq itself."""
+    reason = _owned_reason(settings, what)
+    if reason:
+        raise ValueError(reason)
+    return {str(k).replace("_", "."): v for k, v in settings.items()}
+
+
+def _owned_reason(settings: Mapping[str, Any], what: str) -> str | None:
+    if not isinstance(settings, Mapping):
+        return f"{what} settings must be a mapping"
+    own = OWN_CONSUMER if what == "consumer" else OWN_PRODUCER
+    taken = sorted(str(k) for k in settings if str(k).replace("_", ".") in own)
+    if taken:
+        return f"{what} setting(s) {', '.join(taken)} are set by cq and cannot be changed"
+    return None
+
+
+def settings_reason(settings: Mapping[str, Any], what: str) -> str | None:
+    """Why `consumer:` / `producer:` settings cannot be used (set by cq, unknown to
+    librdkafka, a value it refuses), found without contacting a broker: a client made with
+    them and no brokers never connects."""
+    from confluent_kafka import Consumer, KafkaException, Producer
+
+    reason = _owned_reason(settings, what)
+    if reason:
+        return reason
+    named = {str(k).replace("_", "."): v for k, v in settings.items()}
+    config: dict[str, Any] = {**named, "logger": _LOG}
+    try:
+        if what == "consumer":
+            Consumer({**config, "group.id": "cq.check"}).close()
+        else:
+            Producer(config)
+    except (KafkaException, ValueError, TypeError) as e:
+        text = _describe(e).reason
+        unknown = re.search(r'No such configuration property: "([^"]+)"', text)
+        if unknown:
+            given = [str(k) for k in settings if str(k).replace("_", ".") == unknown[1]]
+            return (
+                f"unknown {what} setting(s): {', '.join(given or [unknown[1]])} (librdkafka "
+                "has no such property; see its CONFIGURATION.md)"
+            )
+        return f"{what} settings: {text}"
+    return None
+
+
+def _describe(error: Any) -> KafkaCallError:
+    """A librdkafka KafkaError (or a KafkaException holding one) as a KafkaCallError."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    if isinstance(error, KafkaException) and error.args and isinstance(error.args[0], KafkaError):
+        error = error.args[0]
+    if not isinstance(error, KafkaError):
+        return KafkaCallError(f"{type(error).__name__}: {error}", isinstance(error, OSError))
+    text = error.str() or error.name()
+    if "Connection refused" in text:
+        text = "connection refused"
+    elif "No such configuration property" in text:
+        text = f"{text} (see librdkafka's CONFIGURATION.md)"
+    retriable = bool(error.retriable()) or error.name() in _RETRIABLE
+    return KafkaCallError(text, retriable and not error.fatal())
+
+
+def _seconds(timeout_ms: int | None) -> float:
+    return -1.0 if timeout_ms is None else timeout_ms / 1000
+
+
+class ConfluentConsumer:
+    """A librdkafka consumer of one topic, assigned by hand (the group only commits)."""
+
+    def __init__(
+        self,
+        servers: Sequence[str],
+        topic: str,
+        group: str | None,
+        reset: str,
+        max_records: int,
+        settings: Mapping[str, Any],
+        refresh_ms: int,
+    ):
+        from confluent_kafka import Consumer, KafkaException
+
+        self.topic = topic
+        config = {
+            "topic.metadata.refresh.interval.ms": refresh_ms,
+            **DEFAULTS["consumer"],
+            **librdkafka_settings(settings, "consumer"),
+            "bootstrap.servers": ",".join(servers),
+            # librdkafka wants a group even for a consumer that never commits (no `group`).
+            "group.id": group or f"cq.unused.{topic}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": reset,
+            "enable.partition.eof": False,
+            "allow.auto.create.topics": False,
+            "logger": _LOG,
+        }
+        try:
+            self._consumer = Consumer(config)
+        except (KafkaException, ValueError, TypeError) as e:
+            raise KafkaCallError(_describe(e).reason, retriable=False) from None
+        self._next: dict[int, int] = {}  # partition -> next offset to read
+        self._assigned: list[int] = []
+        self._paused: set[int] = set()
+        self._error: KafkaCallError | None = None  # met by a poll that returned messages too
+
+    def _tp(self, partition: int, offset: int | None = None) -> Any:
+        from confluent_kafka import TopicPartition
+
+        if offset is None:
+            return TopicPartition(self.topic, partition)
+        return TopicPartition(self.topic, partition, offset)
+
+    def describe(self) -> list[int]:
+        return self.partitions(int(_DESCRIBE_S * 1000))
+
+    def partitions(self, timeout_ms: int | None) -> list[int]:
+        from confluent_kafka import KafkaException
+
+        seconds = _DESCRIBE_S if timeout_ms is None else timeout_ms / 1000
+        try:
+            metadata = self._consumer.list_topics(self.topic, timeout=seconds)
+        except KafkaException as e:
+            raise _describe(e) from None
+        found = metadata.topics.get(self.topic)
+        if found is None:
+            raise TopicMissing(self.topic)
+        if found.error is not None:
+            if found.error.name() in ("UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC"):
+                raise TopicMissing(self.topic)
+            raise _describe(found.error)
+        if not found.partitions:
+            raise TopicMissing(self.topic)
+        return sorted(int(p) for p in found.partitions)
+
+    def _reassign(self) -> None:
+        """Assign every partition at its position (unknown ones: librdkafka's reset)."""
+        from confluent_kafka import OFFSET_INVALID
+
+        self._consumer.assign(
+            [self._tp(p, self._next.get(p, OFFSET_INVALID)) for p in self._assigned]
+        )
+        paused = [self._tp(p) for p in self._assigned if p in self._paused]
+        if paused:
+            self._consumer.pause(paused)
+
+    def assign(self, partitions: Sequence[int]) -> None:
+        self._assigned = sorted(set(partitions))
+        self._reassign()
+
+    def seek(self, partition: int, offset: int) -> None:
+        self._next[partition] = int(offset)
+        self._reassign()
+
+    def _watermarks(self, partition: int, timeout_ms: int | None) -> tuple[int, int]:
+        from confluent_kafka import KafkaException
+
+        try:
+            marks = self._consumer.get_watermark_offsets(
+                self._tp(partition), timeout=_seconds(timeout_ms)
+            )
+        except KafkaException as e:
+            raise _describe(e) from None
+        if marks is None:
+            raise KafkaCallError(f"no offsets within {timeout_ms} ms", retriable=True)
+        return int(marks[0]), int(marks[1])
+
+    def seek_to_beginning(self, partition: int, timeout_ms: int | None) -> None:
+        self.seek(partition, self._watermarks(partition, timeout_ms)[0])
+
+    def seek_to_end(self, partition: int, timeout_ms: int | None) -> None:
+        self.seek(partition, self._watermarks(partition, timeout_ms)[1])
+
+    def position(self, partition: int, timeout_ms: int | None) -> int | None:
+        return self._next.get(partition)
+
+    def committed(self, partition: int, timeout_ms: int | None) -> int | None:
+        from confluent_kafka import KafkaException
+
+        try:
+            if timeout_ms is None:
+                [tp] = self._consumer.committed([self._tp(partition)])
+            else:
+                [tp] = self._consumer.committed([self._tp(partition)], timeout=timeout_ms / 1000)
+        except KafkaException as e:
+            raise _describe(e) from None
+        if tp.error is not None:
+            raise _describe(tp.error)
+        return None if tp.offset < 0 else int(tp.offset)
+
+    def end_offsets(self, partitions: Sequence[int], timeout_ms: int | None) -> dict[int, int]:
+        return {p: self._watermarks(p, timeout_ms)[1] for p in partitions}
+
+    def highwater(self, partition: int) -> int | None:
+        try:
+            marks = self._consumer.get_watermark_offsets(self._tp(partition), cached=True)
+        except Exception:
+            return None
+        return None if marks is None or marks[1] < 0 else int(marks[1])
+
+    def poll(self, timeout_ms: int, max_records: int) -> Messages:
+        from confluent_kafka import KafkaException
+
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        try:
+            polled = self._consumer.consume(max(1, min(max_records, 1_000_000)), timeout_ms / 1000)
+        except KafkaException as e:
+            raise _describe(e) from None
+        partition, offset, key, value, stamp = [], [], [], [], []
+        for m in polled:
+            error = m.error()
+            if error is not None:
+                if error.name() != "_PARTITION_EOF" and self._error is None:
+                    self._error = _describe(error)
+                continue
+            partition.append(m.partition())
+            offset.append(m.offset())
+            key.append(m.key())
+            value.append(m.value())
+            stamp.append(m.timestamp()[1])
+        if not partition and self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        messages = _in_partition_order(partition, offset, key, value, stamp)
+        for p, o in zip(partition, offset):  # each partition's last offset stays
+            self._next[p] = o + 1
+        return messages
+
+    def commit(self, offsets: Mapping[int, int], metadata: str, timeout_ms: int | None) -> None:
+        from confluent_kafka import KafkaException, TopicPartition
+
+        wanted = [TopicPartition(self.topic, p, int(o), metadata) for p, o in offsets.items()]
+        try:
+            done = self._consumer.commit(offsets=wanted, asynchronous=False)
+        except KafkaException as e:
+            raise _describe(e) from None
+        for tp in done or ():
+            if tp.error is not None:
+                raise _describe(tp.error)
+
+    def pause(self, partitions: Sequence[int]) -> None:
+        self._paused.update(partitions)
+        if partitions:
+            self._consumer.pause([self._tp(p) for p in partitions])
+
+    def resume(self, partitions: Sequence[int]) -> None:
+        self._paused.difference_update(partitions)
+        if partitions:
+            self._consumer.resume([self._tp(p) for p in partitions])
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def _in_partition_order(
+    partition: list[int], offset: list[int], key: list, value: list, stamp: list[int]
+) -> Messages:
+    """Messages grouped by partition (each partition's in offset order), as kafka-python's
+    poll gives them: librdkafka interleaves partitions."""
+    if len(partition) > 1 and any(a > b for a, b in itertools.pairwise(partition)):
+        order = np.argsort(np.asarray(partition), kind="stable").tolist()
+        partition = [partition[i] for i in order]
+        offset = [offset[i] for i in order]
+        key = [key[i] for i in order]
+        value = [value[i] for i in order]
+        stamp = [stamp[i] for i in order]
+    return Messages.of(partition, offset, key, value, stamp)
+
+
+class ConfluentProducer:
+    """A librdkafka producer (acks=all, idempotent); `settled` runs inside `send`/`flush`."""
+
+    def __init__(self, servers: Sequence[str], settings: Mapping[str, Any]):
+        from confluent_kafka import KafkaException, Producer
+
+        config = {
+            **DEFAULTS["producer"],
+            **librdkafka_settings(settings, "producer"),
+            "bootstrap.servers": ",".join(servers),
+            "acks": "all",
+            "enable.idempotence": True,
+            "logger": _LOG,
+        }
+        try:
+            self._producer = Producer(config)
+        except (KafkaException, ValueError, TypeError) as e:
+            raise KafkaCallError(_describe(e).reason, retriable=False) from None
+        self._sent = 0
+
+    def send(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        headers: list[tuple[str, bytes]] | None,
+        settled: Settled,
+        token: Any,
+    ) -> None:
+        from confluent_kafka import KafkaException
+
+        report = partial(_deliver, settled, token)
+        deadline = None
+        while True:
+            try:
+                if headers:
+                    self._producer.produce(topic, value, key, on_delivery=report, headers=headers)
+                else:
+                    self._producer.produce(topic, value, key, on_delivery=report)
+                break
+            except BufferError:  # librdkafka's queue is full: let it drain
+                now = time.monotonic()
+                deadline = deadline or now + _QUEUE_FULL_S
+                if now > deadline:
+                    raise KafkaCallError(
+                        f"producer queue full for {_QUEUE_FULL_S:g} s", retriable=True
+                    ) from None
+                self._producer.poll(0.05)
+            except KafkaException as e:
+                raise _describe(e) from None
+        self._sent += 1
+        if self._sent % _SERVE_EVERY == 0:
+            self._producer.poll(0)
+
+    def flush(self, timeout: float) -> None:
+        self._producer.flush(timeout)
+
+    def close(self, timeout: float) -> None:
+        if timeout <= 0:
+            self._producer.purge(in_queue=True, in_flight=True, blocking=False)
+        self._producer.flush(max(timeout, 0.0))
+
+
+def _deliver(settled: Settled, token: Any, error: Any, _message: Any) -> None:
+    settled(token, None if error is None else _describe(error))
