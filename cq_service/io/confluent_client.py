@@ -23,8 +23,6 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
-import numpy as np
-
 from cq_service.io.kafka_client import (
     CLIENT_DEFAULTS,
     KafkaCallError,
@@ -328,23 +326,17 @@ class ConfluentConsumer:
             polled = self._consumer.consume(max(1, min(max_records, 1_000_000)), timeout_ms / 1000)
         except KafkaException as e:
             raise _describe(e) from None
-        partition, offset, key, value, stamp = [], [], [], [], []
-        for m in polled:
-            error = m.error()
-            if error is not None:
-                if error.name() != "_PARTITION_EOF" and self._error is None:
-                    self._error = _describe(error)
-                continue
-            partition.append(m.partition())
-            offset.append(m.offset())
-            key.append(m.key())
-            value.append(m.value())
-            stamp.append(m.timestamp()[1])
-        if not partition and self._error is not None:
+        good = [m for m in polled if m.error() is None]
+        if len(good) < len(polled):
+            for m in polled:
+                error = m.error()
+                if error is not None and error.name() != "_PARTITION_EOF":
+                    self._error = self._error or _describe(error)
+        if not good and self._error is not None:
             error, self._error = self._error, None
             raise error
-        messages = _in_partition_order(partition, offset, key, value, stamp)
-        for p, o in zip(partition, offset):  # each partition's last offset stays
+        messages = _Polled(good)
+        for p, o in zip(messages.partition, messages.offset):  # each partition's last stays
             self._next[p] = o + 1
         return messages
 
@@ -352,6 +344,8 @@ class ConfluentConsumer:
         from confluent_kafka import KafkaException, TopicPartition
 
         wanted = [TopicPartition(self.topic, p, int(o), metadata) for p, o in offsets.items()]
+        if not wanted:  # librdkafka would commit its stored offsets instead (there are none)
+            return
         try:
             done = self._consumer.commit(offsets=wanted, asynchronous=False)
         except KafkaException as e:
@@ -374,19 +368,34 @@ class ConfluentConsumer:
         self._consumer.close()
 
 
-def _in_partition_order(
-    partition: list[int], offset: list[int], key: list, value: list, stamp: list[int]
-) -> Messages:
-    """Messages grouped by partition (each partition's in offset order), as kafka-python's
-    poll gives them: librdkafka interleaves partitions."""
-    if len(partition) > 1 and any(a > b for a, b in itertools.pairwise(partition)):
-        order = np.argsort(np.asarray(partition), kind="stable").tolist()
-        partition = [partition[i] for i in order]
-        offset = [offset[i] for i in order]
-        key = [key[i] for i in order]
-        value = [value[i] for i in order]
-        stamp = [stamp[i] for i in order]
-    return Messages.of(partition, offset, key, value, stamp)
+class _Polled(Messages):
+    """A poll's messages, grouped by partition (each partition's in offset order), as
+    kafka-python's poll gives them (librdkafka interleaves partitions). Keys and timestamps are
+    taken from the messages only if asked for (a `key:` field, `time: record`, dead letters)."""
+
+    def __init__(self, polled: list[Any]):
+        partition = [m.partition() for m in polled]
+        if len(partition) > 1 and any(a > b for a, b in itertools.pairwise(partition)):
+            polled = sorted(polled, key=lambda m: m.partition())  # stable: offsets stay in order
+            partition = [m.partition() for m in polled]
+        self._polled = polled
+        self.partition = partition
+        self.offset = [m.offset() for m in polled]
+        self.value = [m.value() for m in polled]
+        self._key: list[bytes | None] | None = None
+        self._timestamp: list[int] | None = None
+
+    @property  # type: ignore[override]
+    def key(self) -> list[bytes | None]:
+        if self._key is None:
+            self._key = [m.key() for m in self._polled]
+        return self._key
+
+    @property  # type: ignore[override]
+    def timestamp(self) -> list[int]:
+        if self._timestamp is None:
+            self._timestamp = [m.timestamp()[1] for m in self._polled]
+        return self._timestamp
 
 
 class ConfluentProducer:
@@ -407,41 +416,50 @@ class ConfluentProducer:
             self._producer = Producer(config)
         except (KafkaException, ValueError, TypeError) as e:
             raise KafkaCallError(_describe(e).reason, retriable=False) from None
-        self._sent = 0
 
-    def send(
+    def send_many(
         self,
         topic: str,
-        value: bytes | None,
-        key: bytes | None,
-        headers: list[tuple[str, bytes]] | None,
+        values: Sequence[bytes | None],
+        keys: Sequence[bytes | None] | None,
+        headers: Sequence[list[tuple[str, bytes]] | None] | None,
         settled: Settled,
         token: Any,
     ) -> None:
         from confluent_kafka import KafkaException
 
-        report = partial(_deliver, settled, token)
-        deadline = None
-        while True:
-            try:
-                if headers:
-                    self._producer.produce(topic, value, key, on_delivery=report, headers=headers)
-                else:
-                    self._producer.produce(topic, value, key, on_delivery=report)
-                break
-            except BufferError:  # librdkafka's queue is full: let it drain
-                now = time.monotonic()
-                deadline = deadline or now + _QUEUE_FULL_S
-                if now > deadline:
-                    raise KafkaCallError(
-                        f"producer queue full for {_QUEUE_FULL_S:g} s", retriable=True
-                    ) from None
-                self._producer.poll(0.05)
-            except KafkaException as e:
-                raise _describe(e) from None
-        self._sent += 1
-        if self._sent % _SERVE_EVERY == 0:
-            self._producer.poll(0)
+        produce, serve = self._producer.produce, self._producer.poll
+        i, n, full_since = 0, len(values), 0.0
+        try:
+            while i < n:
+                report = partial(_deliver, settled, token, i)
+                header = headers[i] if headers is not None else None
+                key = keys[i] if keys is not None else None
+                try:
+                    if header:
+                        produce(topic, values[i], key, on_delivery=report, headers=header)
+                    else:
+                        produce(topic, values[i], key, on_delivery=report)
+                except BufferError:  # librdkafka's queue is full: let it drain
+                    now = time.monotonic()
+                    full_since = full_since or now
+                    if now - full_since > _QUEUE_FULL_S:
+                        raise KafkaCallError(
+                            f"producer queue full for {_QUEUE_FULL_S:g} s", retriable=True
+                        ) from None
+                    serve(0.05)
+                    continue
+                full_since = 0.0
+                i += 1
+                if i % _SERVE_EVERY == 0:
+                    serve(0)
+        except KafkaException as e:
+            error = _describe(e)
+            error.handed = i  # type: ignore[attr-defined]
+            raise error from None
+        except KafkaCallError as e:
+            e.handed = i  # type: ignore[attr-defined]
+            raise
 
     def flush(self, timeout: float) -> None:
         self._producer.flush(timeout)
@@ -452,5 +470,5 @@ class ConfluentProducer:
         self._producer.flush(max(timeout, 0.0))
 
 
-def _deliver(settled: Settled, token: Any, error: Any, _message: Any) -> None:
-    settled(token, None if error is None else _describe(error))
+def _deliver(settled: Settled, token: Any, index: int, error: Any, _message: Any) -> None:
+    settled(token, index, None if error is None else _describe(error))

@@ -212,21 +212,23 @@ class ConsumerClient(Protocol):
     def close(self) -> None: ...
 
 
-# A message's fate, called once per message sent: None (acknowledged) or why not.
-Settled = Callable[[Any, KafkaCallError | None], None]
+# A message's fate, called once per message sent: settled(token, index, None) when message
+# `index` of the `send_many` call with `token` is acknowledged, else with why it was not.
+Settled = Callable[[Any, int, KafkaCallError | None], None]
 
 
 class ProducerClient(Protocol):
-    """A producer (acks=all, idempotent). `send` hands a message over and arranges for
-    `settled(token, error)` once the broker acknowledged it or the producer gave up; the
-    callbacks run inside `send`, `flush` or (kafka-python) its I/O thread."""
+    """A producer (acks=all, idempotent). `send_many` hands messages over in order and arranges
+    for `settled` once each is acknowledged or given up on; the callbacks run inside
+    `send_many`, `flush` or (kafka-python) its I/O thread. A KafkaCallError from `send_many`
+    carries `handed`: how many of the messages were handed over before it."""
 
-    def send(
+    def send_many(
         self,
         topic: str,
-        value: bytes | None,
-        key: bytes | None,
-        headers: list[tuple[str, bytes]] | None,
+        values: Sequence[bytes | None],
+        keys: Sequence[bytes | None] | None,
+        headers: Sequence[list[tuple[str, bytes]] | None] | None,
         settled: Settled,
         token: Any,
     ) -> None: ...

@@ -219,22 +219,28 @@ class PythonProducer:
         except KafkaError as e:
             raise _call_error(e) from None
 
-    def send(
+    def send_many(
         self,
         topic: str,
-        value: bytes | None,
-        key: bytes | None,
-        headers: list[tuple[str, bytes]] | None,
+        values: Sequence[bytes | None],
+        keys: Sequence[bytes | None] | None,
+        headers: Sequence[list[tuple[str, bytes]] | None] | None,
         settled: Settled,
         token: Any,
     ) -> None:
         from kafka.errors import KafkaError
 
-        try:
-            future = self._producer.send(topic, value=value, key=key, headers=headers)
-        except KafkaError as e:
-            raise _call_error(e) from None
-        future.add_both(_settle, settled, token)
+        send = self._producer.send
+        for i, value in enumerate(values):
+            key = keys[i] if keys is not None else None
+            header = headers[i] if headers is not None else None
+            try:
+                future = send(topic, value=value, key=key, headers=header)
+            except KafkaError as e:
+                error = _call_error(e)
+                error.handed = i  # type: ignore[attr-defined]
+                raise error from None
+            future.add_both(_settle, settled, token, i)
 
     def flush(self, timeout: float) -> None:
         from kafka.errors import KafkaError
@@ -249,5 +255,5 @@ class PythonProducer:
             self._producer.close(timeout=timeout)
 
 
-def _settle(settled: Settled, token: Any, result: Any) -> None:
-    settled(token, _call_error(result) if isinstance(result, BaseException) else None)
+def _settle(settled: Settled, token: Any, index: int, result: Any) -> None:
+    settled(token, index, _call_error(result) if isinstance(result, BaseException) else None)

@@ -58,26 +58,59 @@ _SLICE_S = 0.05  # a flush looks at the acknowledgements this often
 _SLICE = 1 << 16  # results encoded at a time
 
 
-class _Message:
-    """A message kept until acknowledged: `acked` once the broker acknowledged it; `round` is
-    the producer it was handed to (a replaced producer's callbacks no longer count)."""
+Headers = list[tuple[str, bytes]]
+_ACKED = 1
 
-    __slots__ = ("acked", "headers", "key", "round", "size", "topic", "value")
+
+def _size(values: list[bytes | None], keys: list[bytes | None] | None) -> int:
+    """Bytes of values and keys."""
+    return sum(map(len, filter(None, values))) + (sum(map(len, filter(None, keys))) if keys else 0)
+
+
+class _Batch:
+    """Messages to one topic, sent together and kept until every one is acknowledged: `state[i]`
+    is 1 once message i is acknowledged; `round` is the producer they were handed to (a
+    replaced producer's callbacks no longer count). Keeping a batch rather than each message
+    keeps the writer's own work per message to the producer's call."""
+
+    __slots__ = ("acked", "headers", "keys", "round", "size", "state", "topic", "values")
 
     def __init__(
         self,
         topic: str,
-        value: bytes | None,
-        key: bytes | None,
-        headers: list[tuple[str, bytes]] | None,
+        values: list[bytes | None],
+        keys: list[bytes | None] | None,
+        headers: list[Headers | None] | None,
     ):
-        self.topic, self.value, self.key, self.headers = topic, value, key, headers
-        self.size = len(value or b"") + len(key or b"")
-        self.acked = False
+        self.topic, self.values, self.keys, self.headers = topic, values, keys, headers
+        self.size = _size(values, keys)
+        self.state = bytearray(len(values))
+        self.acked = 0
         self.round = 0
 
-    def again(self) -> _Message:
-        return _Message(self.topic, self.value, self.key, self.headers)
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def part(self, rows: Sequence[int]) -> _Batch:
+        """A new batch of these messages (in this order)."""
+        return _Batch(
+            self.topic,
+            [self.values[i] for i in rows],
+            None if self.keys is None else [self.keys[i] for i in rows],
+            None if self.headers is None else [self.headers[i] for i in rows],
+        )
+
+    def truncate(self, n: int) -> None:
+        """Keep only the first `n` messages."""
+        self.values = self.values[:n]
+        self.keys = None if self.keys is None else self.keys[:n]
+        self.headers = None if self.headers is None else self.headers[:n]
+        self.state = self.state[:n]
+        self.acked = self.state.count(_ACKED)
+        self.size = _size(self.values, self.keys)
+
+    def unacknowledged(self) -> _Batch:
+        return self.part([i for i, s in enumerate(self.state) if s != _ACKED])
 
 
 class KafkaWriter:
@@ -111,8 +144,8 @@ class KafkaWriter:
             raise error(reason, span)
         self._settings = dict(settings or {})
         self._probe = Probe(self.servers)
-        self._handed: deque[_Message] = deque()  # given to the producer, oldest first
-        self._kept: deque[_Message] = deque()  # not given yet (the brokers were away)
+        self._handed: deque[_Batch] = deque()  # given to the producer, oldest first
+        self._kept: deque[_Batch] = deque()  # not given yet (the brokers were away)
         self._bytes = 0
         self._lock = threading.Lock()  # the producer's callbacks come from its I/O thread
         self._acked = 0  # acknowledgements so far (progress, for `flush`)
@@ -142,57 +175,85 @@ class KafkaWriter:
         topic: str,
         value: bytes | None,
         key: bytes | None = None,
-        headers: list[tuple[str, bytes]] | None = None,
+        headers: Headers | None = None,
     ) -> None:
-        """Keep a message and hand it to the producer (only keep it while the brokers are
-        away: a later `flush` hands it over)."""
-        message = _Message(topic, value, key, headers)
-        self._bytes += message.size
-        if self.outage is not None or self._kept or not self._hand(message):
-            self._kept.append(message)
+        """Keep one message and hand it to the producer (see `send_many`)."""
+        self.send_many(topic, [value], [key], None if headers is None else [headers])
 
-    def _hand(self, message: _Message) -> bool:
-        """Give `message` to the producer; False (and away) if the brokers cannot take it now."""
+    def send_many(
+        self,
+        topic: str,
+        values: list[bytes | None],
+        keys: list[bytes | None] | None = None,
+        headers: list[Headers | None] | None = None,
+    ) -> None:
+        """Keep messages (`keys` and `headers`, if given, one per value) and hand them to the
+        producer, in order (only keep them while the brokers are away: a later `flush` hands
+        them over)."""
+        if not values:
+            return
+        batch = _Batch(topic, values, keys, headers)
+        self._bytes += batch.size
+        if self.outage is not None or self._kept:
+            self._kept.append(batch)
+            return
+        rest = self._hand(batch)
+        if rest is not None:
+            self._kept.append(rest)
+
+    def _hand(self, batch: _Batch) -> _Batch | None:
+        """Give `batch` to the producer; what it could not take if the brokers cannot take
+        messages now (the writer is away then), else None."""
         try:
             if self._producer is None:  # a replacement that could not be made yet
                 self._producer = self._new_producer()
-            message.round = self._round
-            self._handed.append(message)
-            self._producer.send(
-                message.topic, message.value, message.key, message.headers, self._settled, message
-            )
         except Unreachable:
-            return False
+            return batch
+        batch.round = self._round
+        self._handed.append(batch)
+        try:
+            self._producer.send_many(
+                batch.topic, batch.values, batch.keys, batch.headers, self._settled, batch
+            )
         except KafkaCallError as e:
-            self._handed.pop()
+            handed = getattr(e, "handed", 0)
+            rest = batch.part(range(handed, len(batch)))
+            with self._lock:  # the handed part stays, for its callbacks
+                batch.truncate(handed)
+                if not handed:
+                    self._handed.pop()
             if e.retriable:
                 self._away(e.reason)
-                return False
-            self._bytes -= message.size
+                return rest
+            self._bytes -= rest.size
             raise self._error(
-                f"cannot send to Kafka topic {message.topic!r}: {e.reason}", self._span
+                f"cannot send to Kafka topic {batch.topic!r}: {e.reason}", self._span
             ) from None
-        return True
+        return None
 
-    def _settled(self, message: _Message, error: KafkaCallError | None) -> None:
+    def _settled(self, batch: _Batch, index: int, error: KafkaCallError | None) -> None:
         """The producer's callback (confluent-kafka: inside send or flush; kafka-python: from
-        its I/O thread): the message's fate."""
+        its I/O thread): message `index` of `batch` was acknowledged or given up on."""
         with self._lock:
-            if message.round != self._round:
+            if batch.round != self._round:
                 return  # a replaced producer's: the message was kept again
             self._acked += 1
             if error is not None:
                 self._failed.append(error)
-            else:
-                message.acked = True
+            elif batch.state[index] != _ACKED:
+                batch.state[index] = _ACKED
+                batch.acked += 1
 
     # -- flushing -------------------------------------------------------------------------------
 
     @property
     def pending(self) -> tuple[int, int]:
-        """Messages (and their bytes of keys and values) not acknowledged yet."""
+        """Messages not acknowledged yet, and the bytes (keys and values) of the batches they
+        are in."""
         self._trim()
-        return len(self._handed) + len(self._kept), self._bytes
+        with self._lock:
+            handed = sum(len(b) - b.acked for b in self._handed)
+        return handed + sum(len(b) for b in self._kept), self._bytes
 
     def flush(self, timeout: float | None = None) -> None:
         """Return once every message sent so far is acknowledged. Raises `Unreachable` when
@@ -226,10 +287,11 @@ class KafkaWriter:
         if self._failed:
             self._replace_producer()
         while self._kept:
-            if not self._hand(self._kept[0]):
+            rest = self._hand(self._kept.popleft())
+            if rest is not None:
+                self._kept.appendleft(rest)
                 assert self.outage is not None
                 raise Unreachable(self.outage, self._span)
-            self._kept.popleft()
 
     def _replace_producer(self) -> None:
         """A new producer, and every handed message not acknowledged back in front of the
@@ -238,17 +300,17 @@ class KafkaWriter:
         with self._lock:
             self._round += 1
             self._failed.clear()
-            again = [m.again() for m in self._handed if not m.acked]
-            self._bytes -= sum(m.size for m in self._handed if m.acked)
+            again = [b.unacknowledged() for b in self._handed]
+            self._bytes += sum(b.size for b in again) - sum(b.size for b in self._handed)
             self._handed.clear()
-        self._kept.extendleft(reversed(again))
+        self._kept.extendleft(reversed([b for b in again if len(b)]))
         _close_quietly(old)
         self._producer = self._new_producer()  # Unreachable: made later, when handing over
 
     def _trim(self) -> None:
-        """Forget the acknowledged messages at the front."""
+        """Forget the batches at the front whose messages are all acknowledged."""
         handed = self._handed
-        while handed and handed[0].acked:
+        while handed and handed[0].acked == len(handed[0]):
             self._bytes -= handed.popleft().size
 
     def _check_refused(self) -> None:
@@ -369,12 +431,11 @@ class KafkaSink(Sink):
             stop = start + _SLICE
             cols = [c.slice(start, _SLICE) for c in columns]
             values = _without_newline(json_lines(ts[start:stop], ops[start:stop], cols, self.names))
-            for value, key in zip(values, self._keys(cols, len(values))):
-                self._writer.send(self.topic, value, key)
+            self._writer.send_many(self.topic, values, self._keys(cols, len(values)))
 
-    def _keys(self, columns: Sequence[pa.Array], n: int) -> list[bytes | None]:
+    def _keys(self, columns: Sequence[pa.Array], n: int) -> list[bytes | None] | None:
         if not self._key_index:
-            return [None] * n
+            return None
         picked = [columns[i].to_pylist() for i in self._key_index]
         if len(picked) == 1:
             return [_key_text(v) for v in picked[0]]
