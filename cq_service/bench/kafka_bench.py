@@ -36,14 +36,22 @@ from confluent_kafka import KafkaException
 from cq_service.bench.procmem import run_measured
 
 __all__ = [
+    "AGG_SETTLED_MS",
     "ENGINES",
+    "FILTER_MODULUS",
     "QUERIES",
     "Cell",
     "Query",
+    "Row",
+    "cq_pipeline",
+    "delete_topics",
+    "disagreements",
     "expected_counts",
     "generate",
+    "generate_nexmark",
     "report",
     "run_benchmark",
+    "save",
 ]
 
 _PEERS = Path(__file__).resolve().parent / "peers"
@@ -83,12 +91,30 @@ QUERIES: dict[str, Query] = {
               "FROM Bids [Range 1 Second] B, Asks [Range 1 Second] A "
               "WHERE B.auction = A.auction",
               "bids ⋈ asks on auction, timestamps at most 1 s apart"),
+        Query("nexmark-q1", ("nexmark",),
+              "SELECT Rstream(auction, price * 89 / 100 AS price, bidder, dateTime) "
+              "FROM Bid [Now]",
+              "NEXMark q1 (currency conversion) over the NEXMark bids"),
+        Query("nexmark-q7", ("nexmark",),
+              "SELECT Rstream(B.auction, B.price, B.bidder) "
+              "FROM Bid [Range 1 Minute Slide 1 Minute] B "
+              "WHERE B.price = (SELECT MAX(B1.price) FROM Bid [Range 1 Minute Slide 1 Minute] B1)",
+              "NEXMark q7 (highest bid of every minute) over the NEXMark bids"),
     )
 }
 
 # cq with each Kafka client, Spark Structured Streaming, Quix Streams.
 ENGINES = ("cq", "cq-kafka-python", "spark", "quix")
-QUIX_QUERIES = ("pass-through", "filter")
+QUIX_QUERIES = ("pass-through", "filter", "nexmark-q1")
+MINUTE_MS = 60_000
+# The columns of each input kind, as the pipeline schema declares them.
+SCHEMAS = {
+    "bids": "{id: int, auction: int, bidder: int, price: int, dateTime: timestamp}",
+    "asks": "{id: int, auction: int, bidder: int, price: int, dateTime: timestamp}",
+    "nexmark": "{auction: int, bidder: int, price: int, channel: string, url: string, "
+               "dateTime: timestamp, extra: string}",
+}
+STREAM_NAMES = {"bids": "Bids", "asks": "Asks", "nexmark": "Bid"}
 RATIO_TARGET = 3.0
 PASS_THROUGH_TARGET = 300_000.0
 
@@ -116,6 +142,32 @@ def generate(n: int, seed: int) -> dict[str, dict[str, np.ndarray]]:
     return out
 
 
+def generate_nexmark(events: int, seed: int) -> dict[str, np.ndarray]:
+    """The bids among `events` NEXMark events (cq_service/io/nexmark.py, 10,000 events per
+    second of event time), as columns; `id` is their position (message i: partition i % 2)."""
+    import pyarrow as pa
+
+    from cq_service.io import nexmark
+
+    table = pa.concat_tables(list(nexmark.generate_kind("bid", events, seed=seed)))
+    cols = {name: table[name].to_numpy(zero_copy_only=False) for name in table.column_names}
+    cols["id"] = np.arange(table.num_rows, dtype=np.int64)
+    return cols
+
+
+def q7_rows(bids: dict[str, np.ndarray]) -> int:
+    """NEXMark q7's result rows: for every minute boundary t0 between the first and the last
+    bid, the bids with dateTime in [t0 - 1 min, t0] whose price is the largest there."""
+    ts, price = bids["dateTime"], bids["price"]
+    first = -(-int(ts.min()) // MINUTE_MS) * MINUTE_MS
+    rows = 0
+    for t0 in range(first, int(ts.max()) + 1, MINUTE_MS):
+        inside = price[(ts >= t0 - MINUTE_MS) & (ts <= t0)]
+        if len(inside):
+            rows += int((inside == inside.max()).sum())
+    return rows
+
+
 def _seconds_by_group(cols: dict[str, np.ndarray]) -> np.ndarray:
     """Events per (second, auction): a SPAN_SECONDS × GROUPS array."""
     sec = (cols["dateTime"] - BASE_TIME_MS) // 1000
@@ -140,12 +192,16 @@ def expected_counts(data: dict[str, dict[str, np.ndarray]]) -> dict[str, int]:
     first = int((bids["dateTime"].min() - BASE_TIME_MS) // 1000)
     agg = int((window[first:settled + 1] > 0).sum()) if settled >= first else 0
     pairs = int((b * a).sum() + (b[1:] * a[:-1]).sum() + (b[:-1] * a[1:]).sum())
-    return {
+    counts = {
         "pass-through": len(bids["id"]),
         "filter": int((bids["price"] % FILTER_MODULUS == 0).sum()),
         "sliding-agg": agg,
         "join": pairs,
     }
+    if "nexmark" in data:
+        counts["nexmark-q1"] = len(data["nexmark"]["id"])
+        counts["nexmark-q7"] = q7_rows(data["nexmark"])
+    return counts
 
 
 def agg_cutoff_ms(data: dict[str, dict[str, np.ndarray]]) -> int:
@@ -153,10 +209,11 @@ def agg_cutoff_ms(data: dict[str, dict[str, np.ndarray]]) -> int:
 
 
 def _values(cols: dict[str, np.ndarray]) -> list[bytes]:
-    names = list(cols)
+    names = [k for k in cols if not (k == "id" and "url" in cols)]  # NEXMark bids have no id
     rows = zip(*(cols[k].tolist() for k in names), strict=True)
     return [
-        ("{" + ",".join(f'"{k}":{v}' for k, v in zip(names, row, strict=True)) + "}").encode()
+        ("{" + ",".join(f'"{k}":{json.dumps(v)}' for k, v in zip(names, row, strict=True))
+         + "}").encode()
         for row in rows
     ]
 
@@ -248,27 +305,38 @@ def output_span(bootstrap: str, topic: str) -> float | None:
     return (max(stamps) - min(stamps)) / 1000 if len(stamps) >= 2 else None
 
 
-def count_settled(bootstrap: str, topic: str, cutoff_ms: int) -> int:
-    """sliding-agg rows whose window boundary (`_ts`, or Spark's `t0`) is <= cutoff_ms."""
+def _messages(bootstrap: str, topic: str):
+    """Every message value of `topic`, decoded."""
     from confluent_kafka import TopicPartition
 
     offsets = end_offsets(bootstrap, topic)
     c = _consumer(bootstrap)
-    n = 0
     try:
         c.assign([TopicPartition(topic, p, low) for p, (low, _) in offsets.items()])
         left = sum(high - low for low, high in offsets.values())
         while left > 0:
             for msg in c.consume(10_000, 5.0):
-                if msg.error():
-                    continue
-                left -= 1
-                v = json.loads(msg.value())
-                if v.get("_ts", v.get("t0")) <= cutoff_ms:
-                    n += 1
+                if not msg.error():
+                    left -= 1
+                    yield json.loads(msg.value())
     finally:
         c.close()
-    return n
+
+
+def count_settled(bootstrap: str, topic: str, cutoff_ms: int) -> int:
+    """sliding-agg rows whose window boundary (`_ts`, or Spark's `t0`) is <= cutoff_ms."""
+    return sum(1 for v in _messages(bootstrap, topic) if v.get("_ts", v.get("t0")) <= cutoff_ms)
+
+
+def count_per_boundary(bootstrap: str, topic: str) -> int:
+    """NEXMark q7's distinct (boundary, auction, price, bidder) rows: CQL's Rstream repeats a
+    window's result at every instant until the next boundary (its boundary: `_ts` rounded down
+    to the minute), Spark emits it once with `t0`."""
+    seen = set()
+    for v in _messages(bootstrap, topic):
+        t0 = v["t0"] if "t0" in v else v["_ts"] // MINUTE_MS * MINUTE_MS
+        seen.add((t0, v["auction"], v["price"], v["bidder"]))
+    return len(seen)
 
 
 def ensure_input(bootstrap: str, n: int, seed: int, data, say=print) -> dict[str, str]:
@@ -325,10 +393,9 @@ def cq_pipeline(query: Query, topics: dict[str, str], out: str, bootstrap: str,
     group = f"cqbench-{uuid.uuid4().hex[:12]}"
     streams = []
     for kind in query.inputs:
-        name = kind.capitalize()
         streams.append(
-            f"  {name}:\n"
-            "    schema: {id: int, auction: int, bidder: int, price: int, dateTime: timestamp}\n"
+            f"  {STREAM_NAMES[kind]}:\n"
+            f"    schema: {SCHEMAS[kind]}\n"
             "    timestamp: dateTime\n"
             f"    source: {{type: kafka, topic: {topics[kind]}, bootstrap_servers: "
             f"'{bootstrap}', group: {group}-{kind}, start: earliest, client: {client}}}\n"
@@ -357,7 +424,8 @@ def command(engine: str, query: Query, topics: dict[str, str], out: str, bootstr
         path = work / f"{engine}-{query.name}.yaml"
         path.write_text(cq_pipeline(query, topics, out, bootstrap, client))
         return [sys.executable, "-m", "cq_service.cli", "run", str(path)]
-    args = ["--bootstrap", bootstrap, "--query", query.name, "--bids", topics["bids"],
+    args = ["--bootstrap", bootstrap, "--query", query.name,
+            "--bids", topics["nexmark" if "nexmark" in query.inputs else "bids"],
             "--asks", topics["asks"], "--out", out]
     if engine == "spark":
         from cq_service.batch.spark import kafka_jars
@@ -407,6 +475,8 @@ def run_benchmark(
     work.mkdir(parents=True, exist_ok=True)
     say(f"generating {events:,} events (seed {seed})")
     data = generate(events, seed)
+    if any("nexmark" in QUERIES[q].inputs for q in queries):
+        data["nexmark"] = generate_nexmark(events, seed)
     expected = expected_counts(data)
     cutoff = agg_cutoff_ms(data)
     topics = ensure_input(bootstrap, events, seed, data, say)
@@ -437,8 +507,12 @@ def run_benchmark(
                     cell.seconds.append(done.wall)
                     cell.peak_rss = max(cell.peak_rss, done.peak_rss)
                     cell.outputs = count(bootstrap, out)
-                    cell.compared = (count_settled(bootstrap, out, cutoff)
-                                     if name == "sliding-agg" else cell.outputs)
+                    if name == "sliding-agg":
+                        cell.compared = count_settled(bootstrap, out, cutoff)
+                    elif name == "nexmark-q7":
+                        cell.compared = count_per_boundary(bootstrap, out)
+                    else:
+                        cell.compared = cell.outputs
                     span = output_span(bootstrap, out)
                     if span:
                         cell.spans.append(span)

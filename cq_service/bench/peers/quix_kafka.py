@@ -8,8 +8,9 @@ Reads the bids topic from the earliest offsets with a fresh consumer group, per 
 Python as Quix Streams does, and writes each result as a JSON message to the output topic. It
 stops after the N-th input message (N: the topic's message count, given by the bench) with
 `Application.stop()`; the application then flushes its producer and commits, and the process
-exits. Only pass-through (`sdf[["auction", "price"]]`) and filter (`price % 123 == 0`, then the
-same projection) are expressed here; the sliding aggregate and the join are not run on Quix.
+exits. Only pass-through (`sdf[["auction", "price"]]`), filter (`price % 123 == 0`, then the
+same projection) and NEXMark q1 (a dict per bid) are expressed here; the sliding aggregate, the
+join and q7 are not run on Quix.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def main() -> int:
         ap.add_argument(f"--{name}", required=True)
     ap.add_argument("--messages", type=int, required=True)
     args = ap.parse_args()
-    if args.query not in ("pass-through", "filter"):
+    if args.query not in ("pass-through", "filter", "nexmark-q1"):
         print(json.dumps({"engine": "quix", "query": args.query, "supported": False}))
         return 0
     start = time.perf_counter()
@@ -54,9 +55,13 @@ def main() -> int:
 
     sdf = app.dataframe(source)
     sdf = sdf.update(tick)
-    if args.query == "filter":
-        sdf = sdf.filter(lambda v: v["price"] % 123 == 0)
-    sdf = sdf[["auction", "price"]]
+    if args.query == "nexmark-q1":
+        sdf = sdf.apply(lambda v: {"auction": v["auction"], "price": v["price"] * 89 // 100,
+                                   "bidder": v["bidder"], "dateTime": v["dateTime"]})
+    else:
+        if args.query == "filter":
+            sdf = sdf.filter(lambda v: v["price"] % 123 == 0)
+        sdf = sdf[["auction", "price"]]
     sdf.to_topic(sink)
     app.run()
     print(json.dumps({"engine": "quix", "query": args.query, "messages": seen[0],

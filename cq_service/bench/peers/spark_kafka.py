@@ -20,6 +20,10 @@ sliding-agg   `window(ts, "10 seconds", "1 second")` grouped with auction, COUNT
               t0 <= last time - 30 s.
 join          bids ⋈ asks on auction and asks' time within ±1 s of the bid's (watermarks 10 s),
               an inner stream-stream join, which emits each pair once.
+nexmark-q1    auction, price * 89 div 100, bidder, dateTime of every NEXMark bid.
+nexmark-q7    as spark_nexmark.py's q7: each bid assigned to the minute boundaries t0 with
+              dateTime in [t0 - 1 min, t0], MAX(price) per t0, joined back to the bids on t0
+              and price; `t0` is written with each row.
 """
 
 from __future__ import annotations
@@ -36,21 +40,46 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 SCHEMA = "id BIGINT, auction BIGINT, bidder BIGINT, price BIGINT, dateTime BIGINT"
+NEXMARK_SCHEMA = ("auction BIGINT, bidder BIGINT, price BIGINT, channel STRING, url STRING, "
+                  "dateTime BIGINT, extra STRING")
+MINUTE_MS = 60_000
 
 
-def read(spark: SparkSession, bootstrap: str, topic: str):
+def read(spark: SparkSession, bootstrap: str, topic: str, schema: str = SCHEMA):
     raw = (spark.readStream.format("kafka")
            .option("kafka.bootstrap.servers", bootstrap)
            .option("subscribe", topic)
            .option("startingOffsets", "earliest")
            .option("failOnDataLoss", "false")
            .load())
-    cols = F.from_json(F.col("value").cast("string"), SCHEMA).alias("v")
+    cols = F.from_json(F.col("value").cast("string"), schema).alias("v")
     return (raw.select(cols).select("v.*")
             .withColumn("ts", F.timestamp_millis(F.col("dateTime"))))
 
 
+def bids_by_boundary(bids):
+    """One row per minute boundary t0 with dateTime in [t0 - 1 min, t0] (as spark_nexmark.py's
+    q7), t0 the event time with a 1-minute watermark delay."""
+    first = F.expr(f"(dateTime + {MINUTE_MS - 1}) div {MINUTE_MS} * {MINUTE_MS}")
+    last = F.expr(f"(dateTime + {MINUTE_MS}) div {MINUTE_MS} * {MINUTE_MS}")
+    return (bids.select("auction", "price", "bidder",
+                        F.explode(F.sequence(first, last, F.lit(MINUTE_MS))).alias("t0"))
+            .withColumn("t0", F.timestamp_millis("t0"))
+            .withWatermark("t0", f"{MINUTE_MS} milliseconds"))
+
+
 def build(spark: SparkSession, args):
+    if args.query == "nexmark-q1":
+        bids = read(spark, args.bootstrap, args.bids, NEXMARK_SCHEMA)
+        return bids.select("auction", F.expr("price * 89 div 100").alias("price"), "bidder",
+                           "dateTime"), "append"
+    if args.query == "nexmark-q7":
+        highest = (bids_by_boundary(read(spark, args.bootstrap, args.bids, NEXMARK_SCHEMA))
+                   .groupBy("t0").agg(F.max("price").alias("maxprice"))
+                   .withColumnRenamed("t0", "mt0"))
+        bids = bids_by_boundary(read(spark, args.bootstrap, args.bids, NEXMARK_SCHEMA))
+        return (bids.join(highest, F.expr("t0 = mt0 AND price = maxprice"))
+                .select(F.unix_millis("t0").alias("t0"), "auction", "price", "bidder")), "append"
     bids = read(spark, args.bootstrap, args.bids)
     if args.query == "pass-through":
         return bids.select("auction", "price"), "append"
