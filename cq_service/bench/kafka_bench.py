@@ -358,7 +358,7 @@ def ensure_input(bootstrap: str, n: int, seed: int, data, say=print) -> dict[str
         say(f"producing {want:,} messages to {topic}")
         create_topic(bootstrap, topic, 2)
         producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50,
-                             "batch.num.messages": 100_000, "batch.size": 4_000_000,
+                             "batch.num.messages": 100_000, "batch.size": 1_000_000,
                              "queue.buffering.max.messages": 2_000_000,
                              "queue.buffering.max.kbytes": 2_000_000,
                              "compression.type": "none", "acks": "all"})
