@@ -234,7 +234,8 @@ def _admin(bootstrap: str):
 def create_topic(bootstrap: str, topic: str, partitions: int = 2) -> None:
     from confluent_kafka.admin import NewTopic
 
-    futures = _admin(bootstrap).create_topics([NewTopic(topic, partitions, 1)])
+    admin = _admin(bootstrap)  # kept until the result is in: its handle serves the future
+    futures = admin.create_topics([NewTopic(topic, partitions, 1)])
     futures[topic].result(30)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:  # ready: every partition has a leader that answers
@@ -248,7 +249,8 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 2) -> None:
 def delete_topics(bootstrap: str, topics: list[str]) -> None:
     if not topics:
         return
-    futures = _admin(bootstrap).delete_topics(topics, operation_timeout=30)
+    admin = _admin(bootstrap)
+    futures = admin.delete_topics(topics, operation_timeout=30)
     for f in futures.values():
         with contextlib.suppress(KafkaException):  # already gone is fine
             f.result(30)
