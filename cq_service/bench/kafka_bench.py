@@ -52,6 +52,7 @@ __all__ = [
     "expected_counts",
     "generate",
     "generate_nexmark",
+    "load",
     "report",
     "run_benchmark",
     "save",
@@ -560,7 +561,7 @@ def _ratio_target(ratio: float | None, target: float) -> str:
         return "–"
     if ratio >= target:
         return f"met ({ratio:.2f}×)"
-    return f"missed ({ratio:.2f}×, {target / ratio:.1f}× short)"
+    return f"missed ({ratio:.2f}×, {target / ratio:.2f}× short)"
 
 
 def report(rows: list[Row], meta: dict) -> str:
@@ -622,7 +623,7 @@ def report(rows: list[Row], meta: dict) -> str:
         pt = "–"
         if row.query == "pass-through":
             pt = ("met" if rate >= PASS_THROUGH_TARGET else
-                  f"missed ({PASS_THROUGH_TARGET / rate:.1f}× short)")
+                  f"missed ({PASS_THROUGH_TARGET / rate:.2f}× short)")
         lines.append(
             f"| {row.query} | {_rate(rate)} | {f'{sp:.2f}×' if sp else '–'} "
             f"| {f'{qx:.2f}×' if qx else '–'} | {_ratio_target(sp, RATIO_TARGET)} "
@@ -640,3 +641,11 @@ def save(rows: list[Row], folder: Path, meta: dict) -> str:
         json.dumps({"meta": meta, "rows": [asdict(r) for r in rows]}, indent=1) + "\n")
     (folder / "kafka.md").write_text(text)
     return text
+
+
+def load(folder: Path) -> tuple[list[Row], dict]:
+    """The rows and meta saved in `folder`/kafka.json."""
+    saved = json.loads((folder / "kafka.json").read_text())
+    rows = [Row(r["query"], r["inputs"], r["expected"],
+                {e: Cell(**c) for e, c in r["cells"].items()}) for r in saved["rows"]]
+    return rows, saved["meta"]
