@@ -8,8 +8,8 @@ fresh output topic of its own. Each run is timed the same way for every engine:
 
 * whole process: spawn to exit, which includes reading to the end of the input and the sink's
   messages acknowledged by the broker (every engine flushes its producer before it exits);
-* first to last output: the broker timestamps (producer CreateTime) of the first and the last
-  message of the output topic; input messages ÷ that span is the steady-state rate. It leaves
+* first to last output: the broker timestamps (LogAppendTime, set by the broker as it appends)
+  of the first and the last message of the output topic; input messages ÷ that span is the steady-state rate. It leaves
   out start-up and shut-down but also the time before the first result.
 
 Peak RSS is the engine's process tree's (JVMs included). After every run the output topic's
@@ -232,11 +232,16 @@ def _admin(bootstrap: str):
     return AdminClient({"bootstrap.servers": bootstrap})
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int = 2) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int = 2, *,
+                 append_time: bool = False) -> None:
+    """A topic; with `append_time`, its messages are stamped by the broker when appended
+    (LogAppendTime): the same clock for every engine, whatever timestamp its producer sets
+    (Quix Streams copies the input message's)."""
     from confluent_kafka.admin import NewTopic
 
+    config = {"message.timestamp.type": "LogAppendTime"} if append_time else {}
     admin = _admin(bootstrap)  # kept until the result is in: its handle serves the future
-    futures = admin.create_topics([NewTopic(topic, partitions, 1)])
+    futures = admin.create_topics([NewTopic(topic, partitions, 1, config=config)])
     futures[topic].result(30)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:  # ready: every partition has a leader that answers
@@ -500,7 +505,7 @@ def run_benchmark(
                 continue
             for r in range(repeat):
                 out = f"cqbench-out-{engine}-{name}-{uuid.uuid4().hex[:8]}"
-                create_topic(bootstrap, out, 2)
+                create_topic(bootstrap, out, 2, append_time=True)
                 try:
                     say(f"{name} on {engine} ({r + 1}/{repeat})")
                     cmd = command(engine, q, topics, out, bootstrap, work, inputs)
