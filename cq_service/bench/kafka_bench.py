@@ -584,7 +584,7 @@ def report(rows: list[Row], meta: dict) -> str:
         "",
         "Kafka → Kafka, every engine a fresh process per run. Whole process: spawn to exit "
         "(reading to the end of the input, results acknowledged by the broker). First → last "
-        "output: the span between the output topic's first and last message timestamps "
+        "output: the span between the output topic's first and last messages' broker append times "
         "(input messages ÷ span: steady state, start-up and the wait for the first result left "
         "out). msg/s counts input messages read.",
         "",
