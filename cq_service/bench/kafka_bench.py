@@ -566,7 +566,8 @@ def _ratio_target(ratio: float | None, target: float) -> str:
         return "–"
     if ratio >= target:
         return f"met ({ratio:.2f}×)"
-    return f"missed ({ratio:.2f}×, {target / ratio:.2f}× short)"
+    shown = f"{ratio:.2f}" if f"{ratio:.2f}" != f"{target:.2f}" else f"{ratio:.3f}"
+    return f"missed ({shown}×, {target / ratio:.3f}× short)"
 
 
 def report(rows: list[Row], meta: dict) -> str:

@@ -108,6 +108,6 @@ def test_report_marks_targets() -> None:
     })]
     text = report(rows, {"events": 1000, "asks": 100, "seed": 0, "repeat": 1,
                          "machine": "m", "date": "d"})
-    assert "missed (2.00×, 1.50× short)" in text  # cq ÷ Spark
+    assert "missed (2.00×, 1.500× short)" in text  # cq ÷ Spark
     assert "met (4.00×)" in text  # cq ÷ Quix
     assert "missed (300.00× short)" in text  # 1 k msg/s against 300 k
