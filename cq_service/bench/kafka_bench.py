@@ -576,6 +576,8 @@ def report(rows: list[Row], meta: dict) -> str:
         f"on 2-partition topics of a local Kafka {meta.get('broker', '')} broker, median of "
         f"{meta['repeat']}; {meta['machine']}; {meta['date']}.",
     ]
+    clock = ("producer timestamps (CreateTime)" if meta.get("span_clock") == "create"
+             else "broker append times")
     nex = next((r.inputs for r in rows if r.query.startswith("nexmark")), None)
     if nex is not None:
         lines[0] += (f" NEXMark q1 and q7 read the {nex:,} bids among {meta['events']:,} NEXMark "
@@ -585,7 +587,7 @@ def report(rows: list[Row], meta: dict) -> str:
         "",
         "Kafka → Kafka, every engine a fresh process per run. Whole process: spawn to exit "
         "(reading to the end of the input, results acknowledged by the broker). First → last "
-        "output: the span between the output topic's first and last messages' broker append times "
+        f"output: the span between the output topic's first and last messages' {clock} "
         "(input messages ÷ span: steady state, start-up and the wait for the first result left "
         "out). msg/s counts input messages read.",
         "",
