@@ -7,6 +7,9 @@ STAMP  := $(VENV)/.installed
 FLINK_VENV  := .venv-flink
 FLINK_STAMP := $(FLINK_VENV)/.installed
 FLINK_VERSION := 2.3.0
+QUIX_VENV   := .venv-quix
+QUIX_STAMP  := $(QUIX_VENV)/.installed
+QUIX_VERSION := 3.28.1
 
 .PHONY: demo test lint unit property golden bench bench-deps bench-quick nexmark clean
 
@@ -24,7 +27,15 @@ $(FLINK_STAMP):
 	$(FLINK_VENV)/bin/python -m pip install --quiet "apache-flink==$(FLINK_VERSION)"
 	touch $(FLINK_STAMP)
 
-bench-deps: $(STAMP) $(FLINK_STAMP)
+# Quix Streams for `cq bench kafka`, in a venv of its own: it pins confluent-kafka < 2.13,
+# older than ours.
+$(QUIX_STAMP):
+	$(PYTHON) -m venv $(QUIX_VENV)
+	$(QUIX_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(QUIX_VENV)/bin/python -m pip install --quiet "quixstreams==$(QUIX_VERSION)"
+	touch $(QUIX_STAMP)
+
+bench-deps: $(STAMP) $(FLINK_STAMP) $(QUIX_STAMP)
 
 demo: $(STAMP)
 	$(CQ) validate pipelines/examples/web-proxy/pipeline.yaml

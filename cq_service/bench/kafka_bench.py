@@ -1,0 +1,661 @@
+"""`cq bench kafka`: Kafka in, Kafka out, on cq (both clients), Spark and Quix Streams.
+
+One run produces the input once (a topic of N bid-like JSON events on 2 partitions, and a
+second topic of N/10 asks for the join; kept and reused while they hold exactly that data:
+their names carry N and the seed), then for every query runs every engine as a fresh child
+process, reading both topics from their beginning to their end and writing its results to a
+fresh output topic of its own. Each run is timed the same way for every engine:
+
+* whole process: spawn to exit, which includes reading to the end of the input and the sink's
+  messages acknowledged by the broker (every engine flushes its producer before it exits);
+* first to last output: the broker timestamps (LogAppendTime, set by the broker as it appends)
+  of the first and the last message of the output topic; input messages ÷ that span is the steady-state rate. It leaves
+  out start-up and shut-down but also the time before the first result.
+
+Peak RSS is the engine's process tree's (JVMs included). After every run the output topic's
+message count is checked against the count computed here from the generated events, without
+any engine (`expected_counts`): a difference fails the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+from confluent_kafka import KafkaException
+
+from cq_service.bench.procmem import run_measured
+
+__all__ = [
+    "AGG_SETTLED_MS",
+    "ENGINES",
+    "FILTER_MODULUS",
+    "QUERIES",
+    "SCHEMAS",
+    "STREAM_NAMES",
+    "Cell",
+    "Query",
+    "Row",
+    "agg_cutoff_ms",
+    "cq_pipeline",
+    "delete_topics",
+    "disagreements",
+    "expected_counts",
+    "generate",
+    "generate_nexmark",
+    "load",
+    "report",
+    "run_benchmark",
+    "save",
+]
+
+_PEERS = Path(__file__).resolve().parent / "peers"
+_REPO = Path(__file__).resolve().parents[2]
+
+BASE_TIME_MS = 1_700_000_000_000
+SPAN_SECONDS = 200  # the input spans this much event time, whatever N (whole seconds)
+GROUPS = 10_000  # distinct `auction` values
+PRICE_MAX = 100_000
+FILTER_MODULUS = 123  # the filter keeps price % 123 == 0: about 1 event in 123
+MIN_SPAN_OUTPUTS = 1_000  # fewer output messages: no first-to-last rate
+AGG_SETTLED_MS = 30_000  # the aggregate's windows compared: t0 <= last time - this (see below)
+
+
+@dataclass(frozen=True)
+class Query:
+    name: str
+    inputs: tuple[str, ...]  # "bids", "asks"
+    cql: str
+    about: str
+
+
+QUERIES: dict[str, Query] = {
+    q.name: q
+    for q in (
+        Query("pass-through", ("bids",), "SELECT auction, price FROM Bids",
+              "two columns of every bid"),
+        Query("filter", ("bids",),
+              f"SELECT auction, price FROM Bids WHERE price % {FILTER_MODULUS} = 0",
+              f"bids with price % {FILTER_MODULUS} = 0 (about 1 in {FILTER_MODULUS})"),
+        Query("sliding-agg", ("bids",),
+              "SELECT Rstream(auction, COUNT(*) AS n) "
+              "FROM Bids [Range 9999 Milliseconds Slide 1 Second] GROUP BY auction",
+              f"COUNT per auction ({GROUPS:,} groups) over a 10 s window sliding by 1 s, "
+              "every group with bids in the window at every slide"),
+        Query("join", ("bids", "asks"),
+              "SELECT Istream(B.id AS bid, A.id AS ask, B.auction, B.price, A.price AS ask_price) "
+              "FROM Bids [Range 1 Second] B, Asks [Range 1 Second] A "
+              "WHERE B.auction = A.auction",
+              "bids ⋈ asks on auction, timestamps at most 1 s apart"),
+        Query("nexmark-q1", ("nexmark",),
+              "SELECT Rstream(auction, price * 89 / 100 AS price, bidder, dateTime) "
+              "FROM Bid [Now]",
+              "NEXMark q1 (currency conversion) over the NEXMark bids"),
+        Query("nexmark-q7", ("nexmark",),
+              "SELECT Rstream(B.auction, B.price, B.bidder) "
+              "FROM Bid [Range 1 Minute Slide 1 Minute] B "
+              "WHERE B.price = (SELECT MAX(B1.price) FROM Bid [Range 1 Minute Slide 1 Minute] B1)",
+              "NEXMark q7 (highest bid of every minute) over the NEXMark bids"),
+    )
+}
+
+# cq with each Kafka client, Spark Structured Streaming, Quix Streams.
+ENGINES = ("cq", "cq-kafka-python", "spark", "quix")
+QUIX_QUERIES = ("pass-through", "filter", "nexmark-q1")
+MINUTE_MS = 60_000
+# The columns of each input kind, as the pipeline schema declares them.
+SCHEMAS = {
+    "bids": "{id: int, auction: int, bidder: int, price: int, dateTime: timestamp}",
+    "asks": "{id: int, auction: int, bidder: int, price: int, dateTime: timestamp}",
+    "nexmark": "{auction: int, bidder: int, price: int, channel: string, url: string, "
+               "dateTime: timestamp, extra: string}",
+}
+STREAM_NAMES = {"bids": "Bids", "asks": "Asks", "nexmark": "Bid"}
+RATIO_TARGET = 3.0
+PASS_THROUGH_TARGET = 300_000.0
+
+
+# ---------------------------------------------------------------------------------------------
+# The input
+
+
+def generate(n: int, seed: int) -> dict[str, dict[str, np.ndarray]]:
+    """The bids (n) and asks (n // 10) as columns; message i goes to partition i % 2.
+
+    Times are whole seconds (ms since the epoch), spread evenly over SPAN_SECONDS, so they
+    never decrease within a partition and every instant is a slide boundary of the aggregate."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, count in (("bids", n), ("asks", max(n // 10, 1))):
+        idx = np.arange(count, dtype=np.int64)
+        out[name] = {
+            "id": idx,
+            "auction": rng.integers(0, GROUPS, count, dtype=np.int64),
+            "bidder": rng.integers(0, 100_000, count, dtype=np.int64),
+            "price": rng.integers(1, PRICE_MAX + 1, count, dtype=np.int64),
+            "dateTime": BASE_TIME_MS + (idx * SPAN_SECONDS // count) * 1000,
+        }
+    return out
+
+
+def generate_nexmark(events: int, seed: int) -> dict[str, np.ndarray]:
+    """The bids among `events` NEXMark events (cq_service/io/nexmark.py, 10,000 events per
+    second of event time), as columns; `id` is their position (message i: partition i % 2)."""
+    import pyarrow as pa
+
+    from cq_service.io import nexmark
+
+    table = pa.concat_tables(list(nexmark.generate_kind("bid", events, seed=seed)))
+    cols = {name: table[name].to_numpy(zero_copy_only=False) for name in table.column_names}
+    cols["id"] = np.arange(table.num_rows, dtype=np.int64)
+    return cols
+
+
+def q7_rows(bids: dict[str, np.ndarray]) -> int:
+    """NEXMark q7's result rows: for every minute boundary t0 between the first and the last
+    bid, the bids with dateTime in [t0 - 1 min, t0] whose price is the largest there."""
+    ts, price = bids["dateTime"], bids["price"]
+    first = -(-int(ts.min()) // MINUTE_MS) * MINUTE_MS
+    rows = 0
+    for t0 in range(first, int(ts.max()) + 1, MINUTE_MS):
+        inside = price[(ts >= t0 - MINUTE_MS) & (ts <= t0)]
+        if len(inside):
+            rows += int((inside == inside.max()).sum())
+    return rows
+
+
+def _seconds_by_group(cols: dict[str, np.ndarray]) -> np.ndarray:
+    """Events per (second, auction): a SPAN_SECONDS × GROUPS array."""
+    sec = (cols["dateTime"] - BASE_TIME_MS) // 1000
+    grid = np.zeros((SPAN_SECONDS, GROUPS), dtype=np.int64)
+    np.add.at(grid, (sec, cols["auction"]), 1)
+    return grid
+
+
+def expected_counts(data: dict[str, dict[str, np.ndarray]]) -> dict[str, int]:
+    """Output messages per query, from the events alone (no engine involved).
+
+    sliding-agg counts the (t0, auction) rows with t0 <= the last time - AGG_SETTLED_MS only:
+    cq evaluates every boundary up to the end of input, Spark only those its watermark has
+    passed, so the comparison keeps the windows both have certainly closed."""
+    bids, asks = data["bids"], data["asks"]
+    b, a = _seconds_by_group(bids), _seconds_by_group(asks)
+    present = np.cumsum(b > 0, axis=0)  # windows of 10 seconds: [t0 - 9 s, t0]
+    window = present.copy()
+    window[10:] -= present[:-10]
+    last = int((bids["dateTime"].max() - BASE_TIME_MS) // 1000)
+    settled = last - AGG_SETTLED_MS // 1000
+    first = int((bids["dateTime"].min() - BASE_TIME_MS) // 1000)
+    agg = int((window[first:settled + 1] > 0).sum()) if settled >= first else 0
+    pairs = int((b * a).sum() + (b[1:] * a[:-1]).sum() + (b[:-1] * a[1:]).sum())
+    counts = {
+        "pass-through": len(bids["id"]),
+        "filter": int((bids["price"] % FILTER_MODULUS == 0).sum()),
+        "sliding-agg": agg,
+        "join": pairs,
+    }
+    if "nexmark" in data:
+        counts["nexmark-q1"] = len(data["nexmark"]["id"])
+        counts["nexmark-q7"] = q7_rows(data["nexmark"])
+    return counts
+
+
+def agg_cutoff_ms(data: dict[str, dict[str, np.ndarray]]) -> int:
+    return int(data["bids"]["dateTime"].max()) - AGG_SETTLED_MS
+
+
+def _values(cols: dict[str, np.ndarray]) -> list[bytes]:
+    names = [k for k in cols if not (k == "id" and "url" in cols)]  # NEXMark bids have no id
+    rows = zip(*(cols[k].tolist() for k in names), strict=True)
+    return [
+        ("{" + ",".join(f'"{k}":{json.dumps(v)}' for k, v in zip(names, row, strict=True))
+         + "}").encode()
+        for row in rows
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# The broker
+
+
+def _admin(bootstrap: str):
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int = 2, *,
+                 append_time: bool = False) -> None:
+    """A topic; with `append_time`, its messages are stamped by the broker when appended
+    (LogAppendTime): the same clock for every engine, whatever timestamp its producer sets
+    (Quix Streams copies the input message's)."""
+    from confluent_kafka.admin import NewTopic
+
+    config = {"message.timestamp.type": "LogAppendTime"} if append_time else {}
+    admin = _admin(bootstrap)  # kept until the result is in: its handle serves the future
+    futures = admin.create_topics([NewTopic(topic, partitions, 1, config=config)])
+    futures[topic].result(30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # ready: every partition has a leader that answers
+        with contextlib.suppress(KafkaException, RuntimeError):  # not ready yet: asked again
+            if len(end_offsets(bootstrap, topic)) == partitions:
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"topic {topic} not ready after 30 s")
+
+
+def delete_topics(bootstrap: str, topics: list[str]) -> None:
+    if not topics:
+        return
+    admin = _admin(bootstrap)
+    futures = admin.delete_topics(topics, operation_timeout=30)
+    for f in futures.values():
+        with contextlib.suppress(KafkaException):  # already gone is fine
+            f.result(30)
+
+
+def topics_present(bootstrap: str) -> set[str]:
+    return set(_admin(bootstrap).list_topics(timeout=10).topics)
+
+
+def _consumer(bootstrap: str):
+    from confluent_kafka import Consumer
+
+    return Consumer({"bootstrap.servers": bootstrap, "group.id": f"cqbench-{uuid.uuid4().hex}",
+                     "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
+    """(low, high) watermark offsets per partition."""
+    from confluent_kafka import TopicPartition
+
+    c = _consumer(bootstrap)
+    try:
+        meta = c.list_topics(topic, timeout=10).topics[topic]
+        if meta.error is not None:
+            raise RuntimeError(f"{topic}: {meta.error}")
+        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+                for p in meta.partitions}
+    finally:
+        c.close()
+
+
+def count(bootstrap: str, topic: str) -> int:
+    return sum(high - low for low, high in end_offsets(bootstrap, topic).values())
+
+
+def output_span(bootstrap: str, topic: str) -> float | None:
+    """Seconds between the first and the last message's timestamps in `topic`."""
+    from confluent_kafka import TopicPartition
+
+    offsets = end_offsets(bootstrap, topic)
+    stamps = []
+    c = _consumer(bootstrap)
+    try:
+        for p, (low, high) in offsets.items():
+            for off in {low, high - 1} if high > low else ():
+                c.assign([TopicPartition(topic, p, off)])
+                msg = None
+                deadline = time.monotonic() + 30
+                while msg is None and time.monotonic() < deadline:
+                    msg = c.poll(1.0)
+                    if msg is not None and msg.error():
+                        msg = None
+                if msg is not None:
+                    stamps.append(msg.timestamp()[1])
+    finally:
+        c.close()
+    return (max(stamps) - min(stamps)) / 1000 if len(stamps) >= 2 else None
+
+
+def _messages(bootstrap: str, topic: str):
+    """Every message value of `topic`, decoded."""
+    from confluent_kafka import TopicPartition
+
+    offsets = end_offsets(bootstrap, topic)
+    c = _consumer(bootstrap)
+    try:
+        c.assign([TopicPartition(topic, p, low) for p, (low, _) in offsets.items()])
+        left = sum(high - low for low, high in offsets.values())
+        while left > 0:
+            for msg in c.consume(10_000, 5.0):
+                if not msg.error():
+                    left -= 1
+                    yield json.loads(msg.value())
+    finally:
+        c.close()
+
+
+def count_settled(bootstrap: str, topic: str, cutoff_ms: int) -> int:
+    """sliding-agg rows whose window boundary (`_ts`, or Spark's `t0`) is <= cutoff_ms."""
+    return sum(1 for v in _messages(bootstrap, topic) if v.get("_ts", v.get("t0")) <= cutoff_ms)
+
+
+def count_per_boundary(bootstrap: str, topic: str) -> int:
+    """NEXMark q7's distinct (boundary, auction, price, bidder) rows: CQL's Rstream repeats a
+    window's result at every instant until the next boundary (its boundary: `_ts` rounded down
+    to the minute), Spark emits it once with `t0`."""
+    seen = set()
+    for v in _messages(bootstrap, topic):
+        t0 = v["t0"] if "t0" in v else v["_ts"] // MINUTE_MS * MINUTE_MS
+        seen.add((t0, v["auction"], v["price"], v["bidder"]))
+    return len(seen)
+
+
+def ensure_input(bootstrap: str, n: int, seed: int, data, say=print) -> dict[str, str]:
+    """The input topics for (n, seed), produced unless they already hold exactly that data."""
+    from confluent_kafka import Producer
+
+    names = {kind: f"cqbench-{kind}-{n}-{seed}" for kind in data}
+    present = topics_present(bootstrap)
+    for kind, topic in names.items():
+        want = len(data[kind]["id"])
+        if topic in present:
+            offs = end_offsets(bootstrap, topic)
+            if len(offs) == 2 and all(low == 0 for low, _ in offs.values()) and sum(
+                    high for _, high in offs.values()) == want:
+                say(f"reusing {topic} ({want:,} messages)")
+                continue
+            delete_topics(bootstrap, [topic])
+            time.sleep(1)
+        say(f"producing {want:,} messages to {topic}")
+        create_topic(bootstrap, topic, 2)
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50,
+                             "batch.num.messages": 100_000, "batch.size": 1_000_000,
+                             "queue.buffering.max.messages": 2_000_000,
+                             "queue.buffering.max.kbytes": 2_000_000,
+                             "compression.type": "none", "acks": "all"})
+        failed = []
+
+        def report(err, _msg, failed=failed) -> None:
+            if err is not None:
+                failed.append(err)
+
+        values = _values(data[kind])
+        for i, value in enumerate(values):
+            while True:
+                try:
+                    producer.produce(topic, value, partition=i % 2, on_delivery=report)
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+        if producer.flush(300) or failed:
+            raise RuntimeError(f"producing {topic} failed: {failed[:3]}")
+        if count(bootstrap, topic) != want:
+            raise RuntimeError(f"{topic} holds {count(bootstrap, topic)} messages, not {want}")
+    return names
+
+
+# ---------------------------------------------------------------------------------------------
+# The engines
+
+
+def cq_pipeline(query: Query, topics: dict[str, str], out: str, bootstrap: str,
+                client: str) -> str:
+    """The pipeline YAML of `query` on `client`, Kafka in and out."""
+    group = f"cqbench-{uuid.uuid4().hex[:12]}"
+    streams = []
+    for kind in query.inputs:
+        streams.append(
+            f"  {STREAM_NAMES[kind]}:\n"
+            f"    schema: {SCHEMAS[kind]}\n"
+            "    timestamp: dateTime\n"
+            f"    source: {{type: kafka, topic: {topics[kind]}, bootstrap_servers: "
+            f"'{bootstrap}', group: {group}-{kind}, start: earliest, client: {client}}}\n"
+        )
+    return (
+        "version: 1\nname: cqbench\ntime_unit: ms\nstreams:\n" + "".join(streams)
+        + "queries:\n  q:\n"
+        + f"    cql: {json.dumps(query.cql)}\n"
+        + f"    sink: {{type: kafka, topic: {out}, bootstrap_servers: '{bootstrap}', "
+        f"client: {client}}}\n"
+    )
+
+
+def _quix_python() -> str:
+    return os.environ.get("CQ_QUIX_PYTHON") or str(_REPO / ".venv-quix" / "bin" / "python")
+
+
+def supported(engine: str, query: str) -> bool:
+    return engine != "quix" or query in QUIX_QUERIES
+
+
+def command(engine: str, query: Query, topics: dict[str, str], out: str, bootstrap: str,
+            work: Path, inputs: int) -> list[str]:
+    if engine in ("cq", "cq-kafka-python"):
+        client = "confluent-kafka" if engine == "cq" else "kafka-python"
+        path = work / f"{engine}-{query.name}.yaml"
+        path.write_text(cq_pipeline(query, topics, out, bootstrap, client))
+        return [sys.executable, "-m", "cq_service.cli", "run", str(path)]
+    args = ["--bootstrap", bootstrap, "--query", query.name,
+            "--bids", topics["nexmark" if "nexmark" in query.inputs else "bids"],
+            "--asks", topics["asks"], "--out", out]
+    if engine == "spark":
+        from cq_service.batch.spark import kafka_jars
+
+        jars = ",".join(str(j) for j in kafka_jars())
+        return [sys.executable, str(_PEERS / "spark_kafka.py"), *args, "--jars", jars,
+                "--work", str(work)]
+    if engine == "quix":
+        return [_quix_python(), str(_PEERS / "quix_kafka.py"), *args, "--messages",
+                str(inputs), "--work", str(work)]
+    raise ValueError(f"unknown engine {engine}")
+
+
+@dataclass
+class Cell:
+    """One engine on one query: the repeats and their medians."""
+
+    supported: bool = True
+    seconds: list[float] = field(default_factory=list)  # whole process
+    spans: list[float] = field(default_factory=list)  # first to last output
+    peak_rss: int = 0
+    outputs: int | None = None
+    compared: int | None = None  # the count checked (sliding-agg: settled windows only)
+    agrees: bool | None = None
+    note: str = ""
+
+    def median(self) -> float | None:
+        return statistics.median(self.seconds) if self.seconds else None
+
+    def span(self) -> float | None:
+        return statistics.median(self.spans) if self.spans else None
+
+
+@dataclass
+class Row:
+    query: str
+    inputs: int  # input messages read
+    expected: int
+    cells: dict[str, Cell] = field(default_factory=dict)
+
+
+def run_benchmark(
+    *, bootstrap: str, events: int, seed: int = 0, queries: tuple[str, ...],
+    engines: tuple[str, ...], repeat: int, work: Path, timeout: float = 1800.0,
+    say: Callable[[str], None] = print, on_row: Callable[[list[Row]], None] | None = None,
+) -> list[Row]:
+    work.mkdir(parents=True, exist_ok=True)
+    say(f"generating {events:,} events (seed {seed})")
+    data = generate(events, seed)
+    if any("nexmark" in QUERIES[q].inputs for q in queries):
+        data["nexmark"] = generate_nexmark(events, seed)
+    expected = expected_counts(data)
+    cutoff = agg_cutoff_ms(data)
+    topics = ensure_input(bootstrap, events, seed, data, say)
+    rows: list[Row] = []
+    for name in queries:
+        q = QUERIES[name]
+        inputs = sum(len(data[k]["id"]) for k in q.inputs)
+        row = Row(name, inputs, expected[name])
+        for engine in engines:
+            cell = Cell()
+            row.cells[engine] = cell
+            if not supported(engine, name):
+                cell.supported = False
+                cell.note = "not expressed on this engine here"
+                continue
+            for r in range(repeat):
+                out = f"cqbench-out-{engine}-{name}-{uuid.uuid4().hex[:8]}"
+                create_topic(bootstrap, out, 2, append_time=True)
+                try:
+                    say(f"{name} on {engine} ({r + 1}/{repeat})")
+                    cmd = command(engine, q, topics, out, bootstrap, work, inputs)
+                    env = dict(os.environ, PYTHONPATH=str(_REPO))
+                    done = run_measured(cmd, timeout=timeout, env=env)
+                    if done.returncode != 0:
+                        tail = "\n".join(done.stderr.strip().splitlines()[-20:])
+                        say(f"{engine} on {name} failed ({done.returncode}):\n{tail}")
+                        cell.agrees = False
+                        cell.note = f"the run failed (exit {done.returncode})"
+                        break
+                    cell.seconds.append(done.wall)
+                    cell.peak_rss = max(cell.peak_rss, done.peak_rss)
+                    cell.outputs = count(bootstrap, out)
+                    if name == "sliding-agg":
+                        cell.compared = count_settled(bootstrap, out, cutoff)
+                    elif name == "nexmark-q7":
+                        cell.compared = count_per_boundary(bootstrap, out)
+                    else:
+                        cell.compared = cell.outputs
+                    # A few messages written in one burst give no rate (NEXMark q7: 4 rows).
+                    span = output_span(bootstrap, out) if cell.outputs >= MIN_SPAN_OUTPUTS else None
+                    if span:
+                        cell.spans.append(span)
+                    cell.agrees = cell.compared == row.expected
+                    if not cell.agrees:
+                        cell.note = (f"{cell.compared:,} output messages where "
+                                     f"{row.expected:,} are expected")
+                        break
+                finally:
+                    delete_topics(bootstrap, [out])
+        rows.append(row)
+        if on_row:
+            on_row(rows)
+    return rows
+
+
+def disagreements(rows: list[Row]) -> list[str]:
+    return [f"{r.query} on {e}: {c.note}" for r in rows for e, c in r.cells.items()
+            if c.supported and c.agrees is False]
+
+
+# ---------------------------------------------------------------------------------------------
+# The report
+
+
+def _rate(x: float | None) -> str:
+    if x is None:
+        return "–"
+    if x >= 1e6:
+        return f"{x / 1e6:.2f} M"
+    if x >= 1e3:
+        return f"{x / 1e3:.0f} k"
+    return f"{x:.0f}"
+
+
+def _ratio_target(ratio: float | None, target: float) -> str:
+    if ratio is None:
+        return "–"
+    if ratio >= target:
+        return f"met ({ratio:.2f}×)"
+    shown = f"{ratio:.2f}" if f"{ratio:.2f}" != f"{target:.2f}" else f"{ratio:.3f}"
+    return f"missed ({shown}×, {target / ratio:.3f}× short)"
+
+
+def report(rows: list[Row], meta: dict) -> str:
+    lines = [
+        f"cq bench kafka: {meta['events']:,} bids and {meta['asks']:,} asks (seed {meta['seed']}) "
+        f"on 2-partition topics of a local Kafka {meta.get('broker', '')} broker, median of "
+        f"{meta['repeat']}; {meta['machine']}; {meta['date']}.",
+    ]
+    clock = ("producer timestamps (CreateTime)" if meta.get("span_clock") == "create"
+             else "broker append times")
+    nex = next((r.inputs for r in rows if r.query.startswith("nexmark")), None)
+    if nex is not None:
+        lines[0] += (f" NEXMark q1 and q7 read the {nex:,} bids among {meta['events']:,} NEXMark "
+                     f"events (seed {meta['seed']}, 10,000 events/s of event time), on a topic "
+                     "of their own.")
+    lines += [
+        "",
+        "Kafka → Kafka, every engine a fresh process per run. Whole process: spawn to exit "
+        "(reading to the end of the input, results acknowledged by the broker). First → last "
+        f"output: the span between the output topic's first and last messages' {clock} "
+        "(input messages ÷ span: steady state, start-up and the wait for the first result left "
+        "out). msg/s counts input messages read.",
+        "",
+        "| query | engine | whole process | msg/s (whole) | msg/s (first → last output) "
+        "| peak RSS MiB | output messages | count as expected |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        for engine, c in row.cells.items():
+            if not c.supported:
+                lines.append(f"| {row.query} | {engine} | – | – | – | – | – | {c.note} |")
+                continue
+            m, s = c.median(), c.span()
+            outputs = f"{c.outputs:,}" if c.outputs is not None else "–"
+            lines.append(
+                f"| {row.query} | {engine} | {f'{m:.2f} s' if m else '–'} "
+                f"| {_rate(row.inputs / m) if m else '–'} "
+                f"| {_rate(row.inputs / s) if s else '–'} | {c.peak_rss / 2**20:.0f} "
+                f"| {outputs} | {'yes' if c.agrees else 'NO: ' + c.note} |"
+            )
+    lines += [
+        "",
+        "Targets (issue 21): cq ≥ 3× Spark and ≥ 3× Quix Streams on every query, whole process; "
+        "pass-through ≥ 300 k msg/s. cq = cq run with its default client, confluent-kafka; "
+        "cq ÷ X = cq's whole-process msg/s divided by X's (above 1: cq is faster).",
+        "",
+        "| query | cq msg/s | cq ÷ Spark | cq ÷ Quix | ≥ 3× Spark | ≥ 3× Quix | ≥ 300 k msg/s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        cq = row.cells.get("cq")
+        if cq is None or not cq.median():
+            continue
+        rate = row.inputs / cq.median()
+
+        def ratio(peer: str, cq=cq, row=row) -> float | None:
+            c = row.cells.get(peer)
+            return c.median() / cq.median() if c and c.supported and c.median() else None
+
+        sp, qx = ratio("spark"), ratio("quix")
+        pt = "–"
+        if row.query == "pass-through":
+            pt = ("met" if rate >= PASS_THROUGH_TARGET else
+                  f"missed ({PASS_THROUGH_TARGET / rate:.2f}× short)")
+        lines.append(
+            f"| {row.query} | {_rate(rate)} | {f'{sp:.2f}×' if sp else '–'} "
+            f"| {f'{qx:.2f}×' if qx else '–'} | {_ratio_target(sp, RATIO_TARGET)} "
+            f"| {_ratio_target(qx, RATIO_TARGET)} | {pt} |"
+        )
+    if meta.get("notes"):
+        lines += [""] + [f"- {n}" for n in meta["notes"]]
+    return "\n".join(lines) + "\n"
+
+
+def save(rows: list[Row], folder: Path, meta: dict) -> str:
+    folder.mkdir(parents=True, exist_ok=True)
+    text = report(rows, meta)
+    (folder / "kafka.json").write_text(
+        json.dumps({"meta": meta, "rows": [asdict(r) for r in rows]}, indent=1) + "\n")
+    (folder / "kafka.md").write_text(text)
+    return text
+
+
+def load(folder: Path) -> tuple[list[Row], dict]:
+    """The rows and meta saved in `folder`/kafka.json."""
+    saved = json.loads((folder / "kafka.json").read_text())
+    rows = [Row(r["query"], r["inputs"], r["expected"],
+                {e: Cell(**c) for e, c in r["cells"].items()}) for r in saved["rows"]]
+    return rows, saved["meta"]

@@ -1,0 +1,147 @@
+"""Spark Structured Streaming peer of `cq bench kafka` (standalone: no cq_service import).
+
+    python spark_kafka.py --bootstrap HOST:PORT --query Q --bids TOPIC --asks TOPIC \
+        --out TOPIC --jars JAR,JAR --work DIR
+
+Reads the input topics with Spark's Kafka connector from the earliest offsets to the latest as
+of the start (trigger `availableNow`), parses the JSON values with `from_json`, runs the query
+with Spark's built-in operators only (no Python UDFs), writes each result row as a JSON message
+to the output topic with the connector's Kafka sink, and exits once the query has terminated
+(every micro-batch done and the sink's producer flushed). local[2], 2 shuffle partitions.
+
+The queries (the CQL is in cq_service/bench/kafka_bench.py):
+pass-through  auction, price of every bid.
+filter        the same, where price % 123 = 0.
+sliding-agg   `window(ts, "10 seconds", "1 second")` grouped with auction, COUNT(*), append mode
+              with a 10 s watermark; `t0` = window end - 1 s, which is CQL's window boundary (the
+              bench's times are whole seconds: Spark's [start, end) holds the seconds
+              t0 - 9 s .. t0, as CQL's [Range 9999 ms Slide 1 s] at t0). Spark emits a window
+              only once its watermark has passed it, so the bench compares the windows with
+              t0 <= last time - 30 s.
+join          bids ⋈ asks on auction and asks' time within ±1 s of the bid's (watermarks 10 s),
+              an inner stream-stream join, which emits each pair once.
+nexmark-q1    auction, price * 89 div 100, bidder, dateTime of every NEXMark bid.
+nexmark-q7    as spark_nexmark.py's q7: each bid assigned to the minute boundaries t0 with
+              dateTime in [t0 - 1 min, t0], MAX(price) per t0, joined back to the bids on t0
+              and price; `t0` is written with each row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+SCHEMA = "id BIGINT, auction BIGINT, bidder BIGINT, price BIGINT, dateTime BIGINT"
+NEXMARK_SCHEMA = ("auction BIGINT, bidder BIGINT, price BIGINT, channel STRING, url STRING, "
+                  "dateTime BIGINT, extra STRING")
+MINUTE_MS = 60_000
+
+
+def read(spark: SparkSession, bootstrap: str, topic: str, schema: str = SCHEMA):
+    raw = (spark.readStream.format("kafka")
+           .option("kafka.bootstrap.servers", bootstrap)
+           .option("subscribe", topic)
+           .option("startingOffsets", "earliest")
+           .option("failOnDataLoss", "false")
+           .load())
+    cols = F.from_json(F.col("value").cast("string"), schema).alias("v")
+    return (raw.select(cols).select("v.*")
+            .withColumn("ts", F.timestamp_millis(F.col("dateTime"))))
+
+
+def bids_by_boundary(bids):
+    """One row per minute boundary t0 with dateTime in [t0 - 1 min, t0] (as spark_nexmark.py's
+    q7), t0 the event time with a 1-minute watermark delay."""
+    first = F.expr(f"(dateTime + {MINUTE_MS - 1}) div {MINUTE_MS} * {MINUTE_MS}")
+    last = F.expr(f"(dateTime + {MINUTE_MS}) div {MINUTE_MS} * {MINUTE_MS}")
+    return (bids.select("auction", "price", "bidder",
+                        F.explode(F.sequence(first, last, F.lit(MINUTE_MS))).alias("t0"))
+            .withColumn("t0", F.timestamp_millis("t0"))
+            .withWatermark("t0", f"{MINUTE_MS} milliseconds"))
+
+
+def build(spark: SparkSession, args):
+    if args.query == "nexmark-q1":
+        bids = read(spark, args.bootstrap, args.bids, NEXMARK_SCHEMA)
+        return bids.select("auction", F.expr("price * 89 div 100").alias("price"), "bidder",
+                           "dateTime"), "append"
+    if args.query == "nexmark-q7":
+        highest = (bids_by_boundary(read(spark, args.bootstrap, args.bids, NEXMARK_SCHEMA))
+                   .groupBy("t0").agg(F.max("price").alias("maxprice"))
+                   .withColumnRenamed("t0", "mt0"))
+        bids = bids_by_boundary(read(spark, args.bootstrap, args.bids, NEXMARK_SCHEMA))
+        return (bids.join(highest, F.expr("t0 = mt0 AND price = maxprice"))
+                .select(F.unix_millis("t0").alias("t0"), "auction", "price", "bidder")), "append"
+    bids = read(spark, args.bootstrap, args.bids)
+    if args.query == "pass-through":
+        return bids.select("auction", "price"), "append"
+    if args.query == "filter":
+        return bids.where(F.col("price") % 123 == 0).select("auction", "price"), "append"
+    if args.query == "sliding-agg":
+        agg = (bids.withWatermark("ts", "10 seconds")
+               .groupBy(F.window("ts", "10 seconds", "1 second"), F.col("auction"))
+               .agg(F.count(F.lit(1)).alias("n")))
+        t0 = F.unix_millis(F.col("window.end")) - F.lit(1000)
+        return agg.select(t0.alias("t0"), "auction", "n"), "append"
+    if args.query == "join":
+        asks = read(spark, args.bootstrap, args.asks)
+        b = bids.withWatermark("ts", "10 seconds").alias("b")
+        a = asks.withWatermark("ts", "10 seconds").alias("a")
+        cond = F.expr("b.auction = a.auction AND a.ts >= b.ts - INTERVAL 1 SECOND "
+                      "AND a.ts <= b.ts + INTERVAL 1 SECOND")
+        joined = b.join(a, cond, "inner")
+        return joined.select(F.col("b.id").alias("bid"), F.col("a.id").alias("ask"),
+                             F.col("b.auction").alias("auction"), F.col("b.price").alias("price"),
+                             F.col("a.price").alias("ask_price")), "append"
+    raise SystemExit(f"unknown query {args.query}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    for name in ("bootstrap", "query", "bids", "asks", "out", "jars", "work"):
+        ap.add_argument(f"--{name}", required=True)
+    args = ap.parse_args()
+    start = time.perf_counter()
+    spark = (SparkSession.builder.master("local[2]").appName("cqbench-kafka")
+             .config("spark.jars", args.jars)
+             .config("spark.driver.memory", "4g")
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.sql.session.timeZone", "UTC")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    checkpoint = tempfile.mkdtemp(prefix="spark-kafka-", dir=args.work)
+    try:
+        df, mode = build(spark, args)
+        defined = time.perf_counter()
+        query = (df.select(F.to_json(F.struct(*df.columns)).alias("value"))
+                 .writeStream.format("kafka")
+                 .option("kafka.bootstrap.servers", args.bootstrap)
+                 .option("topic", args.out)
+                 .option("checkpointLocation", checkpoint)
+                 .outputMode(mode)
+                 .trigger(availableNow=True)
+                 .start())
+        query.awaitTermination()
+        done = time.perf_counter()
+        print(json.dumps({"engine": "spark", "query": args.query,
+                          "session_seconds": defined - start,
+                          "seconds": done - defined}), flush=True)
+    finally:
+        spark.stop()
+        shutil.rmtree(checkpoint, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    sys.exit(main())
