@@ -1,0 +1,83 @@
+"""Spark baseline of the grouped sliding aggregates of `make bench` (benchmarks/engine_core.py).
+
+    python spark_groups.py --data FILE --range-s R --slide-s L --form istream|relation --repeat K
+
+Batch Spark (pyspark, `local[2]`, 2 shuffle partitions, 8 GiB driver) over the same Parquet
+file (ts int64 ms, g, v) computes the same windowed groups as the CQL query
+`… FROM E [Range R Seconds Slide L Seconds] GROUP BY g`:
+
+    W = groupBy(window(timestamp_millis(ts), "R seconds", "L seconds"), g)
+          .agg(count(*) AS n, sum(v) AS s)
+
+* form `relation` — every row of W: the relation's content at every slide (CQL emits only its
+  changes, a subset of these rows; Spark emits them all);
+* form `istream` — the rows of W not in the previous window's W (a left anti join of W with W
+  shifted by one slide on (window end, g, n, s)): exactly Istream of the relation at each slide.
+
+Spark's windows are [start, end) where CQL's are (t - R, t]: the same work, boundaries one ms
+apart. The result is written to Spark's `noop` sink, so all of it is computed and nothing is
+stored. Timed in-process, from defining the DataFrame to the end of the write, in one
+SparkSession started beforehand (the JVM and session start-up are not counted, and runs after
+the first find the JVM warm): this favours Spark, where cq is timed as a whole process. Prints
+one JSON line per run: {"seconds": …, "rows": …} (rows counted in an untimed extra job on the
+first run only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+
+def session() -> SparkSession:
+    spark = (SparkSession.builder
+             .master("local[2]")
+             .appName("cq-bench-groups")
+             .config("spark.driver.memory", "8g")
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.sql.session.timeZone", "UTC")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def query(spark: SparkSession, data: str, range_s: int, slide_s: int, form: str):
+    events = spark.read.parquet(data).withColumn("t", F.timestamp_millis("ts"))
+    w = (events.groupBy(F.window("t", f"{range_s} seconds", f"{slide_s} seconds"), "g")
+         .agg(F.count(F.lit(1)).alias("n"), F.sum("v").alias("s"))
+         .select(F.col("window.end").alias("e"), "g", "n", "s"))
+    if form == "relation":
+        return w
+    prev = w.select((F.col("e") + F.expr(f"INTERVAL {slide_s} SECONDS")).alias("e"), "g", "n", "s")
+    return w.join(prev, ["e", "g", "n", "s"], "left_anti")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--range-s", type=int, required=True)
+    ap.add_argument("--slide-s", type=int, required=True)
+    ap.add_argument("--form", choices=("istream", "relation"), required=True)
+    ap.add_argument("--repeat", type=int, default=1)
+    args = ap.parse_args()
+    spark = session()
+    for k in range(args.repeat):
+        start = time.perf_counter()
+        df = query(spark, args.data, args.range_s, args.slide_s, args.form)
+        df.write.format("noop").mode("overwrite").save()
+        secs = time.perf_counter() - start
+        rows = df.count() if k == 0 else None
+        print(json.dumps({"seconds": secs, "rows": rows}), flush=True)
+    spark.stop()
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
