@@ -5,14 +5,18 @@ every instant, for each group the instant touched, the old result row is retract
 one inserted (the sink's consolidation drops pairs that did not change). A global aggregate (no
 GROUP BY) has one row from the first instant its input sees, even when no element has arrived.
 
-A batch is cut into (instant, group) segments with per-aggregate deltas (segments.py). Groups
-whose segments need no recount of a MIN/MAX are applied with array operations
-(`_vectorised`); the rest segment by segment (`_general`).
+A batch is cut into (instant, group) segments with per-aggregate deltas (segments.py). COUNT
+and int SUM/AVG grouped by keys other than floats keep their groups in columns (`GroupTable`,
+group_table.py) and apply a batch with array operations only, until a batch it cannot apply
+exactly hands the groups over to the general state. There, groups whose segments need no
+recount of a MIN/MAX are applied with array operations (`_vectorised`); the rest segment by
+segment (`_general`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -29,6 +33,7 @@ from cq_service.engine.operators.accumulators import (
     numeric_extreme,
 )
 from cq_service.engine.operators.base import MultiInputOperator
+from cq_service.engine.operators.group_table import GroupTable
 from cq_service.engine.operators.segments import (
     Deltas,
     Extremes,
@@ -67,6 +72,9 @@ class Aggregate(MultiInputOperator):
         self._args = [None if a.arg is None else compile_expr(a.arg) for a in aggs]
         self._makers = [make_accumulator(c) for c in aggs]
         self._groups: dict[tuple, Group] = {}
+        # COUNT and int SUM/AVG by keys other than floats: the groups in columns, until a
+        # batch it cannot apply exactly hands them over to `_groups` (group_table.py).
+        self._table: GroupTable | None = GroupTable(aggs) if GroupTable.fits(keys, aggs) else None
         self.is_global = not keys
         # Only MIN, MAX and DISTINCT keep values per group; the others' state is the groups.
         self._keeps_values = any(c.keeps_values for c in aggs)
@@ -76,8 +84,13 @@ class Aggregate(MultiInputOperator):
         what = ", ".join(f"{a.fn}{'(distinct)' if a.distinct else ''}" for a in self.calls)
         return f"aggregate {'global' if self.is_global else f'by {len(self._keys)} key(s)'}: {what}"
 
+    def restore(self, state: dict[str, Any]) -> None:
+        if "_table" not in state:  # saved before the group table: its groups are `_groups`
+            state = {**state, "_table": None}
+        super().restore(state)
+
     def state_size(self) -> tuple[int, int]:
-        n = len(self._groups)
+        n = len(self._groups) + (len(self._table) if self._table is not None else 0)
         extra = 0
         if self._keeps_values:
             extra = sum(a.size() for g in self._groups.values() for a in g.accs)
@@ -117,7 +130,15 @@ class Aggregate(MultiInputOperator):
         seg = None
         if n:
             cols = batch.columns
-            seg = Segments(batch, [ev(cols, n) for ev in self._keys])
+            keys = [ev(cols, n) for ev in self._keys]
+            seg = Segments(batch, keys)
+            if self._table is not None:
+                deltas = [self._deltas(j, batch, seg) for j in range(len(self.calls))]
+                done = self._table.apply(seg, deltas, keys, self.out_types, batch.ticks)
+                if done is not None:
+                    self.emit(done)
+                    return
+                self._groups, self._table = self._table.groups(self.calls), None
         if first is not None and (seg is None or first < seg.ts[0]):
             out.add(-1, first, 1, self._row(()))  # type: ignore[arg-type]
             first = None

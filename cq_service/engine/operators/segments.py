@@ -29,7 +29,8 @@ class Segments:
     """A batch cut into (instant, group) segments, numbered in the order of their first
     element (so in instant order): the rows in segment order (`order`; None when the batch is
     already in it), where each segment starts and ends, its instant, its group (`gid`, dense
-    ids with their keys in `gkeys`) and its change in row count."""
+    ids with their keys in `gkeys`, read from row `grow` of the batch) and its change in row
+    count."""
 
     def __init__(self, batch: Batch, keys: list[pa.Array]):
         n = len(batch)
@@ -55,7 +56,8 @@ class Segments:
             self.order: np.ndarray | None = order
             self.gid = row_gid[first]
             _, gfirst = np.unique(self.gid, return_index=True)  # each group's first segment
-            idx = pa.array(first[gfirst], type=pa.int64())
+            self.grow = first[gfirst]  # each group's first row: where its key is read
+            idx = pa.array(self.grow, type=pa.int64())
             cols = [canonical_nan(k.take(idx).to_pylist(), k.type) for k in keys]
             self.gkeys: list[tuple] = list(zip(*cols))
         else:
@@ -64,6 +66,7 @@ class Segments:
             starts = np.flatnonzero(change)
             self.gid = np.zeros(len(starts), dtype=np.int64)
             self.gkeys = [()]
+            self.grow = np.zeros(1, dtype=np.int64)
             first = starts
         self.n = n
         self.w = batch.w if self.order is None else batch.w[self.order]
