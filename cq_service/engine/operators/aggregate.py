@@ -74,7 +74,7 @@ class Aggregate(MultiInputOperator):
         self._groups: dict[tuple, Group] = {}
         # COUNT and int SUM/AVG by keys other than floats: the groups in columns, until a
         # batch it cannot apply exactly hands them over to `_groups` (group_table.py).
-        self._table: GroupTable | None = GroupTable(aggs) if GroupTable.fits(keys, aggs) else None
+        self._table: GroupTable | None = GroupTable(keys, aggs) if GroupTable.fits(keys, aggs) else None
         self.is_global = not keys
         # Only MIN, MAX and DISTINCT keep values per group; the others' state is the groups.
         self._keeps_values = any(c.keeps_values for c in aggs)

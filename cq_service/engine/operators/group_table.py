@@ -1,13 +1,14 @@
 """Grouped COUNT, SUM and AVG of ints, kept in columns: the fast state of many groups.
 
 `GroupTable` holds, for every live group, its row multiplicity and per aggregate its count of
-non-NULL values and its int total, in numpy arrays indexed by a slot; a dict maps each group's
-key to its slot. A batch (cut into (instant, group) segments with its per-segment deltas,
+non-NULL values and its int total, in numpy arrays indexed by a slot. One int key is found
+in a sorted numpy array of the keys (binary search, no Python object per key); other keys in
+a dict from the key tuple to its slot. A batch (cut into (instant, group) segments with its per-segment deltas,
 segments.py) is applied with array operations only: running counts and totals per segment in
 group-major order, the old and new result of each segment compared as arrays, the changed ones
 emitted as one Arrow batch in segment order (− old before + new, as the operator's general path
-emits them). Python work per batch is one dict look-up per group the batch touches and one dict
-update per group that appears or disappears.
+emits them). Python work per batch, with keys other than one int, is one dict look-up per group
+the batch touches and one dict update per group that appears or disappears.
 
 It gives exactly the general path's results, and declines a batch (`apply` returns None, the
 state untouched) whenever it could not: a delta that is not linear (an int sum that could
@@ -38,9 +39,10 @@ _EXACT_FLOAT = 2**53  # ints up to this are exact in float64, so t / k is correc
 class GroupTable:
     __slots__ = ("count", "fns", "free", "index", "rows", "total", "used")
 
-    def __init__(self, calls: tuple[AggCall, ...]):
+    def __init__(self, keys: tuple[BExpr, ...], calls: tuple[AggCall, ...]):
         self.fns = [c.fn for c in calls]
-        self.index: dict[tuple, int] = {}  # key -> slot
+        one_int = len(keys) == 1 and keys[0].type in (DataType.INT, DataType.TIMESTAMP)
+        self.index: _IntIndex | _DictIndex = _IntIndex() if one_int else _DictIndex()
         self.free: list[int] = []  # slots of groups that went away
         self.used = 0  # slots handed out so far
         cap = 1024
@@ -71,12 +73,11 @@ class GroupTable:
         """Apply one batch; its output, or None (state untouched) when it cannot be exact."""
         if not all(isinstance(d, Linear) for d in deltas):
             return None
-        gkeys = seg.gkeys
-        G = len(gkeys)
-        if len(set(gkeys)) != G:
+        G = seg.groups
+        found = self.index.lookup(seg)
+        if found is None:
             return None
-        index = self.index
-        slot = np.fromiter((index.get(k, -1) for k in gkeys), dtype=np.int64, count=G)
+        slot, where = found
         known = slot >= 0
         ks = slot[known]
         # group-major order of the segments; `cum`: running sums per group from its start
@@ -136,31 +137,27 @@ class GroupTable:
         minus = np.flatnonzero(changed & was)
         plus = np.flatnonzero(changed & alive)
         batch = _output(seg, perm, gp, minus, plus, keys, results, out_types, ticks)
-        self._store(gkeys, slot, glast, rows, vals)
+        self._store(where, slot, glast, rows, vals)
         return batch
 
-    def _store(self, gkeys: list[tuple], slot: np.ndarray, glast: np.ndarray,
+    def _store(self, where: object, slot: np.ndarray, glast: np.ndarray,
                rows: np.ndarray, vals: list[tuple]) -> None:
         """Each group's state after its last segment; groups without rows are forgotten."""
         final = rows[glast]
         live = final > 0
         gone = np.flatnonzero(~live & (slot >= 0))
+        new = np.flatnonzero(live & (slot < 0))
         if len(gone):
-            index = self.index
-            for gi in gone.tolist():
-                del index[gkeys[gi]]
             freed = slot[gone]
             self.rows[freed] = 0
             self.count[:, freed] = 0
             self.total[:, freed] = 0
             self.free.extend(freed.tolist())
-        new = np.flatnonzero(live & (slot < 0))
         if len(new):
             slot = slot.copy()
             slot[new] = self._allocate(len(new))
-            index = self.index
-            for gi, s in zip(new.tolist(), slot[new].tolist()):
-                index[gkeys[gi]] = s
+        if len(gone) or len(new):
+            self.index.update(where, gone, new, slot[new])
         keep = np.flatnonzero(live)
         s = slot[keep]
         at = glast[keep]
@@ -197,6 +194,99 @@ class GroupTable:
                 acc.count = int(self.count[j, s])  # type: ignore[union-attr]
                 if self.fns[j] != "count":
                     acc.total = int(self.total[j, s])  # type: ignore[union-attr]
+        return out
+
+
+class _DictIndex:
+    """Group keys as Python tuples, each with its slot."""
+
+    __slots__ = ("slots",)
+
+    def __init__(self) -> None:
+        self.slots: dict[tuple, int] = {}
+
+    def __len__(self) -> int:
+        return len(self.slots)
+
+    def lookup(self, seg: Segments) -> tuple[np.ndarray, list[tuple]] | None:
+        """Each batch group's slot (-1: new), or None when keys distinct in Arrow are equal in
+        Python (0.0 and -0.0)."""
+        gkeys = seg.gkeys
+        if len(set(gkeys)) != len(gkeys):
+            return None
+        get = self.slots.get
+        return np.fromiter((get(k, -1) for k in gkeys), dtype=np.int64, count=len(gkeys)), gkeys
+
+    def update(self, gkeys: list[tuple], gone: np.ndarray, new: np.ndarray,
+               new_slots: np.ndarray) -> None:
+        slots = self.slots
+        for gi in gone.tolist():
+            del slots[gkeys[gi]]
+        for gi, s in zip(new.tolist(), new_slots.tolist()):
+            slots[gkeys[gi]] = s
+
+    def items(self) -> list[tuple[tuple, int]]:
+        return list(self.slots.items())
+
+
+class _IntIndex:
+    """One int key: the keys sorted in a numpy array beside their slots (found by binary
+    search, no Python object per key), and the slot of the NULL key (-1: none)."""
+
+    __slots__ = ("keys", "null", "slots")
+
+    def __init__(self) -> None:
+        self.keys = np.empty(0, dtype=np.int64)
+        self.slots = np.empty(0, dtype=np.int64)
+        self.null = -1
+
+    def __len__(self) -> int:
+        return len(self.keys) + (self.null >= 0)
+
+    def lookup(self, seg: Segments) -> tuple[np.ndarray, tuple]:
+        k = seg.key_values()[0]
+        if isinstance(k, pa.ChunkedArray):
+            k = k.combine_chunks()
+        if k.type != pa.int64():
+            k = k.cast(pa.int64())
+        v = np.asarray(k.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+        null = np.asarray(k.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        keys = self.keys
+        pos = np.searchsorted(keys, v)
+        inside = np.flatnonzero(pos < len(keys))
+        hit = np.zeros(len(v), dtype=bool)
+        hit[inside] = keys[pos[inside]] == v[inside]
+        hit &= ~null
+        slot = np.full(len(v), -1, dtype=np.int64)
+        slot[hit] = self.slots[pos[hit]]
+        slot[null] = self.null
+        return slot, (v, null)
+
+    def update(self, where: tuple, gone: np.ndarray, new: np.ndarray,
+               new_slots: np.ndarray) -> None:
+        v, null = where
+        if len(gone):
+            if null[gone].any():
+                self.null = -1
+            gv = v[gone[~null[gone]]]
+            keep = np.ones(len(self.keys), dtype=bool)
+            keep[np.searchsorted(self.keys, gv)] = False
+            self.keys, self.slots = self.keys[keep], self.slots[keep]
+        if len(new):
+            nn = null[new]
+            if nn.any():
+                self.null = int(new_slots[nn][0])
+            nv, ns = v[new[~nn]], new_slots[~nn]
+            order = np.argsort(nv)
+            nv, ns = nv[order], ns[order]
+            at = np.searchsorted(self.keys, nv)
+            self.keys = np.insert(self.keys, at, nv)
+            self.slots = np.insert(self.slots, at, ns)
+
+    def items(self) -> list[tuple[tuple, int]]:
+        out = [((k,), s) for k, s in zip(self.keys.tolist(), self.slots.tolist())]
+        if self.null >= 0:
+            out.append(((None,), self.null))
         return out
 
 

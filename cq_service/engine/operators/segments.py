@@ -57,17 +57,16 @@ class Segments:
             self.gid = row_gid[first]
             _, gfirst = np.unique(self.gid, return_index=True)  # each group's first segment
             self.grow = first[gfirst]  # each group's first row: where its key is read
-            idx = pa.array(self.grow, type=pa.int64())
-            cols = [canonical_nan(k.take(idx).to_pylist(), k.type) for k in keys]
-            self.gkeys: list[tuple] = list(zip(*cols))
+            self._gkeys: list[tuple] | None = None
         else:
             self.order = None
             np.not_equal(ts[1:], ts[:-1], out=change[1:])
             starts = np.flatnonzero(change)
             self.gid = np.zeros(len(starts), dtype=np.int64)
-            self.gkeys = [()]
+            self._gkeys = [()]
             self.grow = np.zeros(1, dtype=np.int64)
             first = starts
+        self.keys = keys
         self.n = n
         self.w = batch.w if self.order is None else batch.w[self.order]
         self.starts = starts
@@ -78,6 +77,23 @@ class Segments:
 
     def __len__(self) -> int:
         return len(self.starts)
+
+    @property
+    def groups(self) -> int:
+        return len(self.grow)
+
+    def key_values(self) -> list[pa.Array]:
+        """Each key column's value per group (`gid` order)."""
+        idx = pa.array(self.grow, type=pa.int64())
+        return [k.take(idx) for k in self.keys]
+
+    @property
+    def gkeys(self) -> list[tuple]:
+        """Each group's key as a Python tuple (NaN as one object), read on first use."""
+        if self._gkeys is None:
+            cols = [canonical_nan(k.to_pylist(), k.type) for k in self.key_values()]
+            self._gkeys = list(zip(*cols))
+        return self._gkeys
 
     def take(self, a: np.ndarray) -> np.ndarray:
         """`a` (one value per row, batch order) in segment order."""
