@@ -143,7 +143,7 @@ def main() -> None:
     if not args.groups_only:
         core(args)
     if not args.core:
-        many_groups.run(args, run_cq)
+        many_groups.run(args)
 
 
 def core(args: argparse.Namespace) -> None:

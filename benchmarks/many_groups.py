@@ -12,7 +12,10 @@ into a blackhole sink)
 for T/L = 1 (10 s / 10 s), 10 (10 s / 1 s) and 60 (60 s / 1 s), next to Spark computing the same
 windowed groups over the same file in the same run (benchmarks/spark_groups.py: batch Spark,
 `local[2]`, timed in-process in a session started beforehand). Events/s is events ÷ seconds;
-cq ÷ Spark is Spark's seconds ÷ cq's. Medians of --repeat runs.
+cq ÷ Spark is Spark's seconds ÷ cq's. Medians of --repeat runs. Rows: what cq's sink received
+(first run; `cq run --stats`) and what Spark wrote; under Istream they must agree (the Istream
+rows of the same windows), as a relation they differ by design (cq emits each group's change as
+− old, + new; Spark every group of every window).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import json
 import statistics
 import subprocess
 import sys
-from collections.abc import Callable
+import time
 from pathlib import Path
 
 import numpy as np
@@ -37,8 +40,9 @@ EVENTS_PER_MS = 100
 RATIOS = {1: (10, 10), 10: (10, 1), 60: (60, 1)}  # T/L -> (range s, slide s)
 FORMS = ("istream", "relation")
 SPARK = (
-    "batch Spark 4 (local[2]) over the same file: groupBy(window(ts, T, L), g).agg(count, sum) "
-    "to the noop sink; istream: left anti join with the previous slide's rows"
+    "batch Spark (local[2]) over the same file: groupBy(window(ts, T, L, start 1 ms), g)"
+    ".agg(count, sum), windows up to the last event, to the noop sink; istream: left anti join "
+    "with the previous slide's rows; timed in-process (session started beforehand)"
 )
 
 
@@ -99,17 +103,29 @@ def pipeline_file(data: Path, groups: int, ratio: int, form: str) -> Path:
 def run_spark(data: Path, ratio: int, form: str, repeat: int) -> tuple[float, int | None]:
     """Median seconds of `repeat` Spark runs in one session, and the rows of the first."""
     range_s, slide_s = RATIOS[ratio]
+    last_ts = (pq.ParquetFile(data).metadata.num_rows - 1) // EVENTS_PER_MS
     out = subprocess.run(
         [sys.executable, str(HERE / "spark_groups.py"), "--data", str(data),
-         "--range-s", str(range_s), "--slide-s", str(slide_s), "--form", form,
-         "--repeat", str(repeat)],
+         "--range-s", str(range_s), "--slide-s", str(slide_s), "--last-ts", str(last_ts),
+         "--form", form, "--repeat", str(repeat)],
         check=True, stdout=subprocess.PIPE, text=True,
     ).stdout
     runs = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     return statistics.median(r["seconds"] for r in runs), runs[0]["rows"]
 
 
-def run(args: argparse.Namespace, run_cq: Callable[[Path], float]) -> None:
+def run_cq(path: Path) -> tuple[float, int]:
+    """Seconds of `cq run --stats` (whole process) and the rows its sink received."""
+    cq = Path(sys.executable).with_name("cq")
+    start = time.perf_counter()
+    done = subprocess.run([str(cq), "run", str(path), "--stats"], check=True,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    secs = time.perf_counter() - start
+    sink = [ln for ln in done.stderr.splitlines() if ln.startswith("q sink q")]
+    return secs, int(sink[0].split()[-5])
+
+
+def run(args: argparse.Namespace) -> None:
     n = args.group_events
     counts = [int(x) for x in args.groups.split(",")]
     ratios = [int(x) for x in args.ratios.split(",")]
@@ -123,16 +139,20 @@ def run(args: argparse.Namespace, run_cq: Callable[[Path], float]) -> None:
     if not args.no_spark:
         print(f"Spark: {SPARK}")
     print(f"{'groups':>9} {'T/L':>4} {'form':<9} {'cq s':>7} {'cq events/s':>12} "
-          f"{'Spark s':>8} {'Spark ev/s':>11} {'cq÷Spark':>8} {'Spark rows':>11}")
+          f"{'cq rows':>10} {'Spark s':>8} {'Spark ev/s':>11} {'cq÷Spark':>8} "
+          f"{'Spark rows':>11} {'agree':>6}")
     for g in counts:
         data = make_data(n, g)
         for ratio in ratios:
             for form in forms:
                 path = pipeline_file(data, g, ratio, form)
-                secs = statistics.median(run_cq(path) for _ in range(args.repeat))
-                line = f"{g:>9,} {ratio:>4} {form:<9} {secs:>7.2f} {n / secs:>12,.0f}"
+                runs = [run_cq(path) for _ in range(args.repeat)]
+                secs = statistics.median(r[0] for r in runs)
+                rows = runs[0][1]
+                line = f"{g:>9,} {ratio:>4} {form:<9} {secs:>7.2f} {n / secs:>12,.0f} {rows:>10}"
                 if not args.no_spark:
-                    ssecs, rows = run_spark(data, ratio, form, args.repeat)
+                    ssecs, srows = run_spark(data, ratio, form, args.repeat)
+                    agree = "" if form != "istream" else "yes" if srows == rows else "NO"
                     line += (f" {ssecs:>8.2f} {n / ssecs:>11,.0f} {ssecs / secs:>7.2f}x"
-                             f" {rows if rows is not None else '':>11}")
+                             f" {srows:>11} {agree:>6}")
                 print(line, flush=True)

@@ -1,22 +1,25 @@
 """Spark baseline of the grouped sliding aggregates of `make bench` (benchmarks/engine_core.py).
 
-    python spark_groups.py --data FILE --range-s R --slide-s L --form istream|relation --repeat K
+    python spark_groups.py --data FILE --range-s R --slide-s L --last-ts T --form F --repeat K
 
 Batch Spark (pyspark, `local[2]`, 2 shuffle partitions, 8 GiB driver) over the same Parquet
 file (ts int64 ms, g, v) computes the same windowed groups as the CQL query
 `… FROM E [Range R Seconds Slide L Seconds] GROUP BY g`:
 
-    W = groupBy(window(timestamp_millis(ts), "R seconds", "L seconds"), g)
+    W = groupBy(window(timestamp_millis(ts), "R seconds", "L seconds", "1 millisecond"), g)
           .agg(count(*) AS n, sum(v) AS s)
+        where window.end - 1 ms <= T (the last event's time)
+
+Spark's window [kL + 1 ms, kL + R + 1 ms) holds the same events as CQL's window at instant
+t = kL + R, (t - R, t]; the filter keeps the instants CQL reaches (none after the last event).
 
 * form `relation` — every row of W: the relation's content at every slide (CQL emits only its
-  changes, a subset of these rows; Spark emits them all);
-* form `istream` — the rows of W not in the previous window's W (a left anti join of W with W
-  shifted by one slide on (window end, g, n, s)): exactly Istream of the relation at each slide.
+  changes, − old and + new row of each group that changed; Spark emits every row);
+* form `istream` — the rows of W not in the previous slide's W (a left anti join of W with W
+  shifted by one slide, on (t, g, n, s)): exactly Istream of the relation, so its row count
+  must equal what cq's sink receives (the benchmark checks it).
 
-Spark's windows are [start, end) where CQL's are (t - R, t]: the same work, boundaries one ms
-apart. The result is written to Spark's `noop` sink, so all of it is computed and nothing is
-stored. Timed in-process, from defining the DataFrame to the end of the write, in one
+The result is written to Spark's `noop` sink, so all of it is computed and nothing is stored. Timed in-process, from defining the DataFrame to the end of the write, in one
 SparkSession started beforehand (the JVM and session start-up are not counted, and runs after
 the first find the JVM warm): this favours Spark, where cq is timed as a whole process. Prints
 one JSON line per run: {"seconds": …, "rows": …} (rows counted in an untimed extra job on the
@@ -48,14 +51,16 @@ def session() -> SparkSession:
     return spark
 
 
-def query(spark: SparkSession, data: str, range_s: int, slide_s: int, form: str):
+def query(spark: SparkSession, data: str, range_s: int, slide_s: int, last_ts: int, form: str):
     events = spark.read.parquet(data).withColumn("t", F.timestamp_millis("ts"))
-    w = (events.groupBy(F.window("t", f"{range_s} seconds", f"{slide_s} seconds"), "g")
+    window = F.window("t", f"{range_s} seconds", f"{slide_s} seconds", "1 millisecond")
+    w = (events.groupBy(window, "g")
          .agg(F.count(F.lit(1)).alias("n"), F.sum("v").alias("s"))
-         .select(F.col("window.end").alias("e"), "g", "n", "s"))
+         .select((F.unix_millis(F.col("window.end")) - 1).alias("e"), "g", "n", "s")
+         .where(F.col("e") <= last_ts))
     if form == "relation":
         return w
-    prev = w.select((F.col("e") + F.expr(f"INTERVAL {slide_s} SECONDS")).alias("e"), "g", "n", "s")
+    prev = w.select((F.col("e") + slide_s * 1000).alias("e"), "g", "n", "s")
     return w.join(prev, ["e", "g", "n", "s"], "left_anti")
 
 
@@ -64,13 +69,14 @@ def main() -> None:
     ap.add_argument("--data", required=True)
     ap.add_argument("--range-s", type=int, required=True)
     ap.add_argument("--slide-s", type=int, required=True)
+    ap.add_argument("--last-ts", type=int, required=True, help="the last event's ts (ms)")
     ap.add_argument("--form", choices=("istream", "relation"), required=True)
     ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
     spark = session()
     for k in range(args.repeat):
         start = time.perf_counter()
-        df = query(spark, args.data, args.range_s, args.slide_s, args.form)
+        df = query(spark, args.data, args.range_s, args.slide_s, args.last_ts, args.form)
         df.write.format("noop").mode("overwrite").save()
         secs = time.perf_counter() - start
         rows = df.count() if k == 0 else None
