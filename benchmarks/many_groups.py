@@ -40,7 +40,7 @@ EVENTS_PER_MS = 100
 RATIOS = {1: (10, 10), 10: (10, 1), 60: (60, 1)}  # T/L -> (range s, slide s)
 FORMS = ("istream", "relation")
 SPARK = (
-    "batch Spark (local[2]) over the same file: groupBy(window(ts - 1 ms, T, L), g)"
+    "batch Spark (local[2]) over the same file: groupBy(window(ts, T + 1 ms, L), g)"
     ".agg(count, sum), windows up to the last event, to the noop sink; istream: left anti join "
     "with the previous slide's rows; timed in-process (session started beforehand)"
 )

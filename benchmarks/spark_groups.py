@@ -6,13 +6,14 @@ Batch Spark (pyspark, `local[2]`, 2 shuffle partitions, 8 GiB driver) over the s
 file (ts int64 ms, g, v) computes the same windowed groups as the CQL query
 `… FROM E [Range R Seconds Slide L Seconds] GROUP BY g`:
 
-    W = groupBy(window(timestamp_millis(ts - 1), "R seconds", "L seconds"), g)
+    W = groupBy(window(timestamp_millis(ts), "R s + 1 ms", "L seconds"), g)
           .agg(count(*) AS n, sum(v) AS s)
-        where window.end <= T (the last event's time)
+        where window.end - 1 ms <= T (the last event's time)
 
-Spark's window [kL, kL + R) over ts - 1 ms holds the events with ts in (kL, kL + R]: CQL's
-window at instant t = kL + R = its end; the filter keeps the instants CQL reaches (none after
-the last event).
+Spark's window [kL, kL + R + 1 ms) holds the events with ts in [kL, kL + R]: CQL's window at
+instant t = kL + R, [t - R, t] (docs/semantics.md: a Range window is closed at both ends, so
+Spark's sliding window() assigns each event to R/L + 1 windows where CQL's hold it R/L + 1
+instants); the filter keeps the instants CQL reaches (none after the last event).
 
 * form `relation` — every row of W: the relation's content at every slide (CQL emits only its
   changes, − old and + new row of each group that changed; Spark emits every row);
@@ -53,11 +54,11 @@ def session() -> SparkSession:
 
 
 def query(spark: SparkSession, data: str, range_s: int, slide_s: int, last_ts: int, form: str):
-    events = spark.read.parquet(data).withColumn("t", F.timestamp_millis(F.col("ts") - 1))
-    window = F.window("t", f"{range_s} seconds", f"{slide_s} seconds")
+    events = spark.read.parquet(data).withColumn("t", F.timestamp_millis("ts"))
+    window = F.window("t", f"{range_s * 1000 + 1} milliseconds", f"{slide_s} seconds")
     w = (events.groupBy(window, "g")
          .agg(F.count(F.lit(1)).alias("n"), F.sum("v").alias("s"))
-         .select(F.unix_millis(F.col("window.end")).alias("e"), "g", "n", "s")
+         .select((F.unix_millis(F.col("window.end")) - 1).alias("e"), "g", "n", "s")
          .where(F.col("e") <= last_ts))
     if form == "relation":
         return w
