@@ -83,8 +83,11 @@ property: $(STAMP)
 golden: $(STAMP)
 	$(PY) -m pytest -q tests/golden
 
+# BENCH_ARGS picks rows (benchmarks/engine_core.py): e.g. BENCH_ARGS="--quick" or
+# BENCH_ARGS="--groups-only --groups 100000 --ratios 10".
+BENCH_ARGS ?=
 bench: $(STAMP)
-	$(PY) benchmarks/engine_core.py
+	$(PY) benchmarks/engine_core.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) $(FLINK_VENV) .pytest_cache .ruff_cache .hypothesis

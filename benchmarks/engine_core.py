@@ -1,10 +1,19 @@
-"""Engine-core benchmark (issue 2): three pipelines over the same Parquet events, end to end
-through `cq run` into a blackhole sink, each printed next to the I/O floor measured in the same
-run (pyarrow reading the same file).
+"""Engine-core benchmark (issues 2 and 21), end to end through `cq run` into a blackhole sink.
 
-    .venv/bin/python benchmarks/engine_core.py [--events 10000000] [--repeat 3]
+    .venv/bin/python benchmarks/engine_core.py [--events 10000000] [--repeat 3] [--quick]
+        [--only SUBSTRING] [--core | --groups-only] [--groups 10000,100000,1000000]
+        [--ratios 1,10,60] [--forms istream,relation] [--group-events 10000000] [--no-spark]
 
-Prints events/s for each pipeline, the floor's events/s, and the ratio; medians of --repeat runs.
+Two tables, medians of --repeat runs:
+
+* core: three pipelines over the same Parquet events, each next to the I/O floor measured in
+  the same run (pyarrow reading the same file);
+* groups: grouped sliding aggregates with many groups (benchmarks/many_groups.py) — 10 k,
+  100 k and 1 M groups, window/slide ratios T/L of 1, 10 and 60, under Istream and as a
+  relation — each next to Spark computing the same windowed groups over the same file in the
+  same run (benchmarks/spark_groups.py says exactly what Spark runs).
+
+`--quick`: 1 M events, the 10 k-groups rows at T/L 10, one run.
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+import many_groups  # benchmarks/many_groups.py, beside this file
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -121,7 +131,22 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=10_000_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", default=None, help="substring of a pipeline name")
+    ap.add_argument("--quick", action="store_true", help="small inputs, few rows, one run")
+    which = ap.add_mutually_exclusive_group()
+    which.add_argument("--core", action="store_true", help="only the core pipelines")
+    which.add_argument("--groups-only", action="store_true", help="only the grouped aggregates")
+    many_groups.add_arguments(ap)
     args = ap.parse_args()
+    if args.quick:
+        args.events, args.repeat = min(args.events, 1_000_000), 1
+        many_groups.quick(args)
+    if not args.groups_only:
+        core(args)
+    if not args.core:
+        many_groups.run(args)
+
+
+def core(args: argparse.Namespace) -> None:
     events, others = make_data(args.events)
     n = args.events
     print(f"{n:,} events in {events.name}")

@@ -1,0 +1,335 @@
+"""Grouped COUNT, SUM and AVG of ints, kept in columns: the fast state of many groups.
+
+`GroupTable` holds, for every live group, its row multiplicity and per aggregate its count of
+non-NULL values and its int total, in numpy arrays indexed by a slot. One int key is found
+in a sorted numpy array of the keys (binary search, no Python object per key); other keys in
+a dict from the key tuple to its slot. A batch (cut into (instant, group) segments with its per-segment deltas,
+segments.py) is applied with array operations only: running counts and totals per segment in
+group-major order, the old and new result of each segment compared as arrays, the changed ones
+emitted as one Arrow batch in segment order (− old before + new, as the operator's general path
+emits them). Python work per batch, with keys other than one int, is one dict look-up per group
+the batch touches and one dict update per group that appears or disappears.
+
+It gives exactly the general path's results, and declines a batch (`apply` returns None, the
+state untouched) whenever it could not: a delta that is not linear (an int sum that could
+overflow int64 in the batch), a total that could, rows or counts going negative, a group whose
+rows reach zero while a count or total does not, or keys that are distinct in Arrow and equal in
+Python. The operator then moves the groups into its general state (`groups`) for good.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from cq_service.cql.logical import AggCall, BExpr
+from cq_service.engine.batch import Batch
+from cq_service.engine.operators.accumulators import Group, make_accumulator
+from cq_service.engine.operators.segments import Deltas, Linear, Segments, starts_from_lengths
+from cq_service.types import DataType, arrow_type
+
+__all__ = ["GroupTable"]
+
+# Key types whose Arrow values are the values the general path emits (floats are not: it
+# canonicalises NaN and tells 0.0 from -0.0 by the first one seen).
+_KEY_TYPES = frozenset({DataType.INT, DataType.TIMESTAMP, DataType.STRING, DataType.BOOL})
+_EXACT_FLOAT = 2**53  # ints up to this are exact in float64, so t / k is correctly rounded
+
+
+class GroupTable:
+    __slots__ = ("count", "fns", "free", "index", "rows", "total", "used")
+
+    def __init__(self, keys: tuple[BExpr, ...], calls: tuple[AggCall, ...]):
+        self.fns = [c.fn for c in calls]
+        one_int = len(keys) == 1 and keys[0].type in (DataType.INT, DataType.TIMESTAMP)
+        self.index: _IntIndex | _DictIndex = _IntIndex() if one_int else _DictIndex()
+        self.free: list[int] = []  # slots of groups that went away
+        self.used = 0  # slots handed out so far
+        cap = 1024
+        self.rows = np.zeros(cap, dtype=np.int64)
+        self.count = np.zeros((len(calls), cap), dtype=np.int64)
+        self.total = np.zeros((len(calls), cap), dtype=np.int64)
+
+    @staticmethod
+    def fits(keys: tuple[BExpr, ...], calls: tuple[AggCall, ...]) -> bool:
+        """Whether an aggregate with these keys and calls can keep its groups here."""
+        return bool(keys) and all(k.type in _KEY_TYPES for k in keys) and all(
+            not c.distinct
+            and (c.fn == "count" or (c.fn in ("sum", "avg") and c.arg.type == DataType.INT))  # type: ignore[union-attr]
+            for c in calls
+        )
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def apply(
+        self,
+        seg: Segments,
+        deltas: list[Deltas],
+        keys: list[pa.Array],
+        out_types: list[DataType],
+        ticks: np.ndarray,
+    ) -> Batch | None:
+        """Apply one batch; its output, or None (state untouched) when it cannot be exact."""
+        if not all(isinstance(d, Linear) for d in deltas):
+            return None
+        G = seg.groups
+        found = self.index.lookup(seg)
+        if found is None:
+            return None
+        slot, where = found
+        known = slot >= 0
+        ks = slot[known]
+        # group-major order of the segments; `cum`: running sums per group from its start
+        perm = np.argsort(seg.gid, kind="stable")
+        gp = seg.gid[perm]
+        lengths = np.bincount(gp, minlength=G)
+        gstart = starts_from_lengths(lengths)
+        glast = gstart + lengths - 1
+
+        def init(a: np.ndarray) -> np.ndarray:
+            x = np.zeros(G, dtype=np.int64)
+            x[known] = a[ks]
+            return x
+
+        def cum(x: np.ndarray, x0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            """Per segment (group-major) the value after it and the value before it."""
+            xp = x[perm]
+            c = np.cumsum(xp)
+            after = c + np.repeat(x0 - (c[gstart] - xp[gstart]), lengths)
+            return after, after - xp
+
+        rows, rows_before = cum(seg.drows, init(self.rows))
+        if (rows < 0).any():
+            return None
+        zero = rows == 0
+        vals: list[tuple] = []  # per call: (count, total or None) after and before each segment
+        for j, d in enumerate(deltas):
+            c, c_before = cum(d.counts, init(self.count[j]))  # type: ignore[attr-defined]
+            if (c < 0).any() or (c[zero] != 0).any():
+                return None
+            t = t_before = None
+            if d.sums is not None:  # type: ignore[attr-defined]
+                t0 = init(self.total[j])
+                if (np.abs(t0) >= 2**62).any():
+                    return None
+                t, t_before = cum(d.sums, t0)  # type: ignore[attr-defined]
+                if (t[zero] != 0).any():
+                    return None
+            vals.append((c, t, c_before, t_before))
+        alive, was = rows > 0, rows_before > 0
+        changed = alive != was
+        both = alive & was
+        results = []  # per call: (after, before, null after, null before)
+        for fn, (c, t, cb, tb) in zip(self.fns, vals):
+            if fn == "count":
+                results.append((c, cb, None, None))
+                changed |= both & (c != cb)
+                continue
+            null, null_b = c == 0, cb == 0
+            if fn == "sum":
+                a, b = t, tb
+            else:
+                a, b = _quotients(t, c, null), _quotients(tb, cb, null_b)  # type: ignore[arg-type]
+            changed |= both & ((null != null_b) | (~null & (a != b)))  # type: ignore[operator]
+            results.append((a, b, null, null_b))
+        # the output: per changed segment − old (if it had a row) then + new (if it has one)
+        minus = np.flatnonzero(changed & was)
+        plus = np.flatnonzero(changed & alive)
+        batch = _output(seg, perm, gp, minus, plus, keys, results, out_types, ticks)
+        self._store(where, slot, glast, rows, vals)
+        return batch
+
+    def _store(self, where: object, slot: np.ndarray, glast: np.ndarray,
+               rows: np.ndarray, vals: list[tuple]) -> None:
+        """Each group's state after its last segment; groups without rows are forgotten."""
+        final = rows[glast]
+        live = final > 0
+        gone = np.flatnonzero(~live & (slot >= 0))
+        new = np.flatnonzero(live & (slot < 0))
+        if len(gone):
+            freed = slot[gone]
+            self.rows[freed] = 0
+            self.count[:, freed] = 0
+            self.total[:, freed] = 0
+            self.free.extend(freed.tolist())
+        if len(new):
+            slot = slot.copy()
+            slot[new] = self._allocate(len(new))
+        if len(gone) or len(new):
+            self.index.update(where, gone, new, slot[new])
+        keep = np.flatnonzero(live)
+        s = slot[keep]
+        at = glast[keep]
+        self.rows[s] = rows[at]
+        for j, (c, t, _, _) in enumerate(vals):
+            self.count[j, s] = c[at]
+            if t is not None:
+                self.total[j, s] = t[at]
+
+    def _allocate(self, n: int) -> np.ndarray:
+        reuse = min(n, len(self.free))
+        out = np.empty(n, dtype=np.int64)
+        if reuse:
+            out[:reuse] = self.free[len(self.free) - reuse:]
+            del self.free[len(self.free) - reuse:]
+        fresh = n - reuse
+        out[reuse:] = np.arange(self.used, self.used + fresh)
+        self.used += fresh
+        if self.used > len(self.rows):
+            cap = max(self.used, 2 * len(self.rows))
+            self.rows = _grown(self.rows, cap)
+            self.count = _grown(self.count, cap)
+            self.total = _grown(self.total, cap)
+        return out
+
+    def groups(self, calls: tuple[AggCall, ...]) -> dict[tuple, Group]:
+        """The same groups as the general path's `Group`s (when the table hands over)."""
+        makers = [make_accumulator(c) for c in calls]
+        out: dict[tuple, Group] = {}
+        for key, s in self.index.items():
+            g = out[key] = Group(makers)
+            g.rows = int(self.rows[s])
+            for j, acc in enumerate(g.accs):
+                acc.count = int(self.count[j, s])  # type: ignore[union-attr]
+                if self.fns[j] != "count":
+                    acc.total = int(self.total[j, s])  # type: ignore[union-attr]
+        return out
+
+
+class _DictIndex:
+    """Group keys as Python tuples, each with its slot."""
+
+    __slots__ = ("slots",)
+
+    def __init__(self) -> None:
+        self.slots: dict[tuple, int] = {}
+
+    def __len__(self) -> int:
+        return len(self.slots)
+
+    def lookup(self, seg: Segments) -> tuple[np.ndarray, list[tuple]] | None:
+        """Each batch group's slot (-1: new), or None when keys distinct in Arrow are equal in
+        Python (0.0 and -0.0)."""
+        gkeys = seg.gkeys
+        if len(set(gkeys)) != len(gkeys):
+            return None
+        get = self.slots.get
+        return np.fromiter((get(k, -1) for k in gkeys), dtype=np.int64, count=len(gkeys)), gkeys
+
+    def update(self, gkeys: list[tuple], gone: np.ndarray, new: np.ndarray,
+               new_slots: np.ndarray) -> None:
+        slots = self.slots
+        for gi in gone.tolist():
+            del slots[gkeys[gi]]
+        for gi, s in zip(new.tolist(), new_slots.tolist()):
+            slots[gkeys[gi]] = s
+
+    def items(self) -> list[tuple[tuple, int]]:
+        return list(self.slots.items())
+
+
+class _IntIndex:
+    """One int key: the keys sorted in a numpy array beside their slots (found by binary
+    search, no Python object per key), and the slot of the NULL key (-1: none)."""
+
+    __slots__ = ("keys", "null", "slots")
+
+    def __init__(self) -> None:
+        self.keys = np.empty(0, dtype=np.int64)
+        self.slots = np.empty(0, dtype=np.int64)
+        self.null = -1
+
+    def __len__(self) -> int:
+        return len(self.keys) + (self.null >= 0)
+
+    def lookup(self, seg: Segments) -> tuple[np.ndarray, tuple]:
+        k = seg.key_values()[0]
+        if isinstance(k, pa.ChunkedArray):
+            k = k.combine_chunks()
+        if k.type != pa.int64():
+            k = k.cast(pa.int64())
+        v = np.asarray(k.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+        null = np.asarray(k.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        keys = self.keys
+        pos = np.searchsorted(keys, v)
+        inside = np.flatnonzero(pos < len(keys))
+        hit = np.zeros(len(v), dtype=bool)
+        hit[inside] = keys[pos[inside]] == v[inside]
+        hit &= ~null
+        slot = np.full(len(v), -1, dtype=np.int64)
+        slot[hit] = self.slots[pos[hit]]
+        slot[null] = self.null
+        return slot, (v, null)
+
+    def update(self, where: tuple, gone: np.ndarray, new: np.ndarray,
+               new_slots: np.ndarray) -> None:
+        v, null = where
+        if len(gone):
+            if null[gone].any():
+                self.null = -1
+            gv = v[gone[~null[gone]]]
+            keep = np.ones(len(self.keys), dtype=bool)
+            keep[np.searchsorted(self.keys, gv)] = False
+            self.keys, self.slots = self.keys[keep], self.slots[keep]
+        if len(new):
+            nn = null[new]
+            if nn.any():
+                self.null = int(new_slots[nn][0])
+            nv, ns = v[new[~nn]], new_slots[~nn]
+            order = np.argsort(nv)
+            nv, ns = nv[order], ns[order]
+            at = np.searchsorted(self.keys, nv)
+            self.keys = np.insert(self.keys, at, nv)
+            self.slots = np.insert(self.slots, at, ns)
+
+    def items(self) -> list[tuple[tuple, int]]:
+        out = [((k,), s) for k, s in zip(self.keys.tolist(), self.slots.tolist())]
+        if self.null >= 0:
+            out.append(((None,), self.null))
+        return out
+
+
+def _grown(a: np.ndarray, cap: int) -> np.ndarray:
+    out = np.zeros((*a.shape[:-1], cap), dtype=a.dtype)
+    out[..., : a.shape[-1]] = a
+    return out
+
+
+def _quotients(t: np.ndarray, c: np.ndarray, null: np.ndarray) -> np.ndarray:
+    """t / c as float64 where c ≠ 0 (0.0 elsewhere), correctly rounded as Python's int / int."""
+    safe = np.where(null, 1, c)
+    if np.abs(t).max(initial=0) <= _EXACT_FLOAT:
+        q = t / safe
+    else:  # beyond 2**53 numpy's float division rounds twice: Python's exact quotient instead
+        q = np.array([a / b for a, b in zip(t.tolist(), safe.tolist())], dtype=np.float64)
+    q[null] = 0.0
+    return q
+
+
+def _output(seg: Segments, perm: np.ndarray, gp: np.ndarray, minus: np.ndarray,
+            plus: np.ndarray, keys: list[pa.Array], results: list[tuple],
+            out_types: list[DataType], ticks: np.ndarray) -> Batch:
+    """The − rows (values before) at `minus` and + rows (values after) at `plus` (positions in
+    group-major order), in the order of their segments, − before +."""
+    order_key = np.concatenate([2 * perm[minus], 2 * perm[plus] + 1])
+    order = np.argsort(order_key, kind="stable")
+    pos = np.concatenate([minus, plus])[order]
+    after = np.concatenate([np.zeros(len(minus), dtype=bool), np.ones(len(plus), dtype=bool)])
+    after = after[order]
+    nk = len(keys)
+    rows_idx = pa.array(seg.grow[gp[pos]], type=pa.int64())
+    cols: list[pa.Array] = []
+    for k, t in zip(keys, out_types[:nk]):
+        if isinstance(k, pa.ChunkedArray):
+            k = k.combine_chunks()
+        col = k.take(rows_idx)
+        typ = arrow_type(t)
+        cols.append(col if col.type == typ else col.cast(typ))
+    for (a, b, null, null_b), t in zip(results, out_types[nk:]):
+        v = np.where(after, a[pos], b[pos])
+        mask = None if null is None else np.where(after, null[pos], null_b[pos])
+        cols.append(pa.array(v, type=arrow_type(t), mask=mask))
+    ts = seg.ts[perm[pos]]
+    w = np.where(after, 1, -1).astype(np.int64)
+    return Batch(tuple(cols), ts, w, ticks)
