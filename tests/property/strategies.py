@@ -57,6 +57,10 @@ STRINGS = ("x", "y", "xy", "ab", "")
 PATTERNS = ("x%", "%y", "_", "x_", "%", "a%", "%b%", "")
 MAX_TS = 40
 MAX_ELEMENTS = 25
+# Cases with many groups (`cases(..., wide=True)`): more elements, int values from a wide
+# range, so aggregates keep tens of groups that appear, change and vanish within a batch.
+MAX_WIDE_ELEMENTS = 150
+WIDE_INTS = 60
 
 Refs = list[tuple[str, str]]  # (qualified column text, type)
 
@@ -109,10 +113,10 @@ def timestamps(draw: Any, n: int) -> list[int]:
 
 
 @st.composite
-def int_values(draw: Any, nulls: bool) -> int | None:
+def int_values(draw: Any, nulls: bool, wide: bool = False) -> int | None:
     if nulls and draw(st.integers(0, 5)) == 5:
         return None
-    return draw(st.integers(0, 4))
+    return draw(st.integers(0, WIDE_INTS if wide else 4))
 
 
 @st.composite
@@ -123,14 +127,14 @@ def str_values(draw: Any, nulls: bool) -> str | None:
 
 
 @st.composite
-def stream_data(draw: Any, name: str, nulls: bool) -> list[dict[str, Any]]:
-    n = draw(st.integers(0, MAX_ELEMENTS))
+def stream_data(draw: Any, name: str, nulls: bool, wide: bool = False) -> list[dict[str, Any]]:
+    n = draw(st.integers(0, MAX_WIDE_ELEMENTS if wide else MAX_ELEMENTS))
     ts = draw(timestamps(n))
     out = []
     for t in ts:
         rec: dict[str, Any] = {"ts": t}
         for col, typ in SCHEMAS[name]:
-            rec[col] = draw(int_values(nulls) if typ == "int" else str_values(nulls))
+            rec[col] = draw(int_values(nulls, wide) if typ == "int" else str_values(nulls))
         out.append(rec)
     return out
 
@@ -947,8 +951,9 @@ def view_pipelines() -> st.SearchStrategy:
 
 
 @st.composite
-def cases(draw: Any, family: QueryFamily) -> Case:
-    """A pipeline with queries from `family` and data for S, T and R."""
+def cases(draw: Any, family: QueryFamily, wide: bool = False) -> Case:
+    """A pipeline with queries from `family` and data for S, T and R (`wide`: streams with
+    many distinct int values, see MAX_WIDE_ELEMENTS)."""
     queries = draw(family())
     used: set[str] = set().union(*(q[3] for q in queries))
     used.add("S")
@@ -970,7 +975,7 @@ def cases(draw: Any, family: QueryFamily) -> Case:
         if name in RELATIONS:
             data[name] = draw(relation_data(name, nulls))
         else:
-            data[name] = draw(stream_data(name, nulls))
+            data[name] = draw(stream_data(name, nulls, wide))
             if name == "S" and rare(draw, 4):  # out of order within max_delay, some too late
                 delay = draw(st.sampled_from([0, 2, 5]))
                 pipeline[section][name]["max_delay"] = delay

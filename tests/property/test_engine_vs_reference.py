@@ -4,7 +4,7 @@ Each test draws a pipeline (one feature family of queries, see `strategies`) and
 runs it through the engine in-process and through `tests.reference`, and compares the outputs
 element for element (`harness.assert_same`). Queries with QoS run under a schedule of window
 and granularity changes, compared with the reference replaying the engine's adjustment log.
-The suite runs 12 × 60 = 720 cases by default;
+The suite runs 13 × 60 = 780 cases by default;
 set CQ_PROPERTY_EXAMPLES to change the count per test (e.g. 2000 for a long local run).
 """
 
@@ -56,6 +56,14 @@ def test_joins(case: strat.Case) -> None:
 @SETTINGS
 @given(strat.cases(strat.aggregate_queries))
 def test_aggregates(case: strat.Case) -> None:
+    check(case)
+
+
+@SETTINGS
+@given(strat.cases(strat.aggregate_queries, wide=True))
+def test_aggregates_over_many_groups(case: strat.Case) -> None:
+    """Up to 150 elements whose int columns take up to 61 values: tens of groups at once, many
+    created and emptied within one batch (the columnar group table, then the general path)."""
     check(case)
 
 
