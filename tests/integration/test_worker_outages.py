@@ -144,11 +144,15 @@ def frontiers(catalog_url: str) -> dict[str, int]:
     return {k: int(q["frontier"]) for k, q in (saved.queries if saved else {}).items()}
 
 
-def metric(worker: Worker, name: str, dependency: str) -> float:
+def metric(worker: Worker, name: str, dependency: str, default: float | None = None) -> float:
+    """The metric's value for `dependency`; `default` if it has none yet (None: an error)."""
     text = http(worker.port, "/metrics")[1]
     assert isinstance(text, str)
-    line = next(ln for ln in text.splitlines()
-                if ln.startswith(f'{name}{{dependency="{dependency}"}}'))
+    line = next((ln for ln in text.splitlines()
+                 if ln.startswith(f'{name}{{dependency="{dependency}"}}')), None)
+    if line is None and default is not None:
+        return default
+    assert line is not None, f"no {name} for {dependency}"
     return float(line.rsplit(" ", 1)[1])
 
 
@@ -199,13 +203,19 @@ def test_the_worker_rides_out_a_broker_restart(tmp_path: Path, own_kafka: OwnKaf
         until(lambda: feeder.sent > N // 3 and frontiers(catalog).get("kafka-e2e/every", -1) > 0,
               30, "results and a checkpoint before the outage")
         before = frontiers(catalog)
+        # A broker started just before the worker may still be loading its group coordinator
+        # when the worker first asks for committed offsets (librdkafka: NOT_COORDINATOR, a
+        # retriable error): that can count as an outage of its own before this test's one.
+        outages = metric(worker, "cq_dependency_outages_total", f"kafka {bootstrap}", default=0)
 
         own_kafka.stop()  # mid-stream: records keep coming, kept by the feeder's producer
-        _, body = until(lambda: (r := readiness(worker))[0] == 503 and r, 15,
-                             "/readyz says not ready")
+        # Not ready at the first failed call; the reason is the probe's once it finds the port
+        # closed (a call failing while the broker shuts down may name something else first,
+        # e.g. librdkafka's "Unknown partition").
+        _, body = until(lambda: (r := readiness(worker))[0] == 503 and any(
+            reason.startswith(f"kafka {bootstrap}: ") and "connection refused" in reason
+            for reason in r[1]["reasons"]) and r, 15, "/readyz says not ready: connection refused")
         assert body["status"] == "not ready"
-        assert any(reason.startswith(f"kafka {bootstrap}: ") and "connection refused" in reason
-                   for reason in body["reasons"]), body
         assert http(worker.port, "/healthz")[0] == 200
         assert metric(worker, "cq_dependency_up", f"kafka {bootstrap}") == 0
         time.sleep(2)  # checkpoints are tried and postponed meanwhile
@@ -219,7 +229,7 @@ def test_the_worker_rides_out_a_broker_restart(tmp_path: Path, own_kafka: OwnKaf
         check_results({q: Results(bootstrap, t) for q, t in sinks.items()}, expected, before)
         assert worker.proc.poll() is None
         assert metric(worker, "cq_dependency_up", f"kafka {bootstrap}") == 1
-        assert metric(worker, "cq_dependency_outages_total", f"kafka {bootstrap}") == 1
+        assert metric(worker, "cq_dependency_outages_total", f"kafka {bootstrap}") == outages + 1
         assert frontiers(catalog)["kafka-e2e/every"] > before["kafka-e2e/every"]  # checkpoints go on
     finally:
         worker.stop()
