@@ -38,19 +38,11 @@ import time
 from pyspark.sql import Observation, SparkSession
 from pyspark.sql import functions as F
 
+from cq_service.bench.peers.spark_local import local_session
+
 
 def session() -> SparkSession:
-    spark = (SparkSession.builder
-             .master("local[2]")
-             .appName("cq-bench-groups")
-             .config("spark.driver.memory", "8g")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.sql.session.timeZone", "UTC")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return local_session("cq-bench-groups")
 
 
 def query(spark: SparkSession, data: str, range_s: int, slide_s: int, last_ts: int, form: str):

@@ -25,6 +25,7 @@ from typing import Any
 
 from cq_service.io.kafka_client import (
     CLIENT_DEFAULTS,
+    ConsumerConfig,
     KafkaCallError,
     Settled,
     TopicMissing,
@@ -36,7 +37,7 @@ __all__ = [
     "OWN_PRODUCER",
     "ConfluentConsumer",
     "ConfluentProducer",
-    "librdkafka_settings",
+    "librdkafka_names",
     "settings_reason",
 ]
 
@@ -114,12 +115,8 @@ class _Log:
 _LOG = _Log()
 
 
-def librdkafka_settings(settings: Mapping[str, Any], what: str) -> dict[str, Any]:
-    """`settings` under librdkafka's names (``linger_ms`` -> ``linger.ms``); ValueError if one
-    is set by cq itself."""
-    reason = _owned_reason(settings, what)
-    if reason:
-        raise ValueError(reason)
+def librdkafka_names(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """`settings` under librdkafka's names: ``linger_ms`` is ``linger.ms``."""
     return {str(k).replace("_", "."): v for k, v in settings.items()}
 
 
@@ -142,8 +139,7 @@ def settings_reason(settings: Mapping[str, Any], what: str) -> str | None:
     reason = _owned_reason(settings, what)
     if reason:
         return reason
-    named = {str(k).replace("_", "."): v for k, v in settings.items()}
-    config: dict[str, Any] = {**named, "logger": _LOG}
+    config: dict[str, Any] = {**librdkafka_names(settings), "logger": _LOG}
     try:
         if what == "consumer":
             Consumer({**config, "group.id": "cq.check"}).close()
@@ -186,35 +182,26 @@ def _seconds(timeout_ms: int | None) -> float:
 class ConfluentConsumer:
     """A librdkafka consumer of one topic, assigned by hand (the group only commits)."""
 
-    def __init__(
-        self,
-        servers: Sequence[str],
-        topic: str,
-        group: str | None,
-        reset: str,
-        max_records: int,
-        settings: Mapping[str, Any],
-        refresh_ms: int,
-    ):
+    def __init__(self, config: ConsumerConfig):
         from confluent_kafka import Consumer, KafkaException
 
-        self.topic = topic
-        config = {
-            "topic.metadata.refresh.interval.ms": refresh_ms,
+        self.topic = topic = config.topic
+        properties = {
+            "topic.metadata.refresh.interval.ms": config.refresh_ms,
             **DEFAULTS["consumer"],
-            **librdkafka_settings(settings, "consumer"),
-            "bootstrap.servers": ",".join(servers),
+            **librdkafka_names(config.settings),
+            "bootstrap.servers": ",".join(config.servers),
             # librdkafka wants a group even for a consumer that never commits (no `group`).
-            "group.id": group or f"cq.unused.{topic}",
+            "group.id": config.group or f"cq.unused.{topic}",
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
-            "auto.offset.reset": reset,
+            "auto.offset.reset": config.reset,
             "enable.partition.eof": False,
             "allow.auto.create.topics": False,
             "logger": _LOG,
         }
         try:
-            self._consumer = Consumer(config)
+            self._consumer = Consumer(properties)
         except (KafkaException, ValueError, TypeError) as e:
             raise KafkaCallError(_describe(e).reason, retriable=False) from None
         self._next: dict[int, int] = {}  # partition -> next offset to read
@@ -336,8 +323,8 @@ class ConfluentConsumer:
             error, self._error = self._error, None
             raise error
         messages = _Polled(good)
-        for p, o in zip(messages.partition, messages.offset):  # each partition's last stays
-            self._next[p] = o + 1
+        last = dict(zip(messages.partition, messages.offset, strict=True))  # each one's last
+        self._next.update((p, o + 1) for p, o in last.items())
         return messages
 
     def commit(self, offsets: Mapping[int, int], metadata: str, timeout_ms: int | None) -> None:
@@ -406,7 +393,7 @@ class ConfluentProducer:
 
         config = {
             **DEFAULTS["producer"],
-            **librdkafka_settings(settings, "producer"),
+            **librdkafka_names(settings),
             "bootstrap.servers": ",".join(servers),
             "acks": "all",
             "enable.idempotence": True,

@@ -48,6 +48,7 @@ from cq_service.io.kafka_client import (
     API_VERSION,
     BOOTSTRAP_ENV,
     DEFAULT_BOOTSTRAP,
+    ConsumerConfig,
     KafkaCallError,
     TopicMissing,
     bootstrap_servers,
@@ -198,13 +199,15 @@ class KafkaReader(SourceReader):
         try:
             return open_consumer(
                 self.client,
-                self.servers,
-                self.topic,
-                self.group,
-                "latest" if self.start == "latest" else "earliest",
-                self.batch_rows,
-                settings,
-                int(_REFRESH_S * 1000),
+                ConsumerConfig(
+                    self.servers,
+                    self.topic,
+                    self.group,
+                    reset="latest" if self.start == "latest" else "earliest",
+                    max_records=self.batch_rows,
+                    refresh_ms=int(_REFRESH_S * 1000),
+                    settings=settings,
+                ),
             )
         except TopicMissing:
             raise SourceError(

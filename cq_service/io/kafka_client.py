@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cq_service.errors import Outage
@@ -32,6 +33,7 @@ __all__ = [
     "OWN_CONSUMER",
     "OWN_PRODUCER",
     "ConsumerClient",
+    "ConsumerConfig",
     "KafkaCallError",
     "ProducerClient",
     "TopicMissing",
@@ -189,6 +191,22 @@ class TopicMissing(KafkaCallError):
 
     def __init__(self, topic: str):
         super().__init__(f"topic {topic!r} does not exist", retriable=False)
+
+
+@dataclass(frozen=True)
+class ConsumerConfig:
+    """What a consumer is made with: the brokers, the topic, the group it commits to (None:
+    none), where a partition without a position starts (`reset`: earliest or latest), the most
+    messages a poll returns, the user's `consumer:` settings (checked already) and how often
+    the topic's partitions are asked again."""
+
+    servers: Sequence[str]
+    topic: str
+    group: str | None
+    reset: str
+    max_records: int
+    refresh_ms: int
+    settings: Mapping[str, Any] = field(default_factory=dict)
 
 
 class ConsumerClient(Protocol):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cq_service.io.kafka_client import ConsumerClient, KafkaCallError, ProducerClient
+from cq_service.io.kafka_client import ConsumerClient, ConsumerConfig, ProducerClient
 
 __all__ = ["dead_letter_settings", "open_consumer", "open_producer", "settings_reason"]
 
@@ -19,42 +19,26 @@ def settings_reason(client: str, settings: Any, what: str) -> str | None:
     if client == "kafka-python":
         from cq_service.io import kafka_python_client as python
 
-        check = python.consumer_settings_reason if what == "consumer" else python.producer_reason
+        check = python.consumer_settings_reason if what == "consumer" else python.producer_settings_reason
         return check(settings)
     from cq_service.io.confluent_client import settings_reason as librdkafka_reason
 
     return librdkafka_reason(settings, what)
 
 
-def open_consumer(
-    client: str,
-    servers: Sequence[str],
-    topic: str,
-    group: str | None,
-    reset: str,
-    max_records: int,
-    settings: Mapping[str, Any],
-    refresh_ms: int,
-) -> tuple[ConsumerClient, list[int]]:
-    """A consumer of `topic` and the topic's partitions. KafkaCallError (TopicMissing when the
-    topic does not exist) if it cannot be made or the topic cannot be described."""
+def open_consumer(client: str, config: ConsumerConfig) -> tuple[ConsumerClient, list[int]]:
+    """A consumer made with `config` (its settings checked by `settings_reason`) and the
+    topic's partitions. KafkaCallError (TopicMissing when the topic does not exist) if it
+    cannot be made or the topic cannot be described."""
     consumer: Any
     if client == "kafka-python":
-        from cq_service.io.kafka_python_client import PythonConsumer, consumer_settings_reason
+        from cq_service.io.kafka_python_client import PythonConsumer
 
-        reason = consumer_settings_reason(settings)
-        if reason:
-            raise KafkaCallError(reason, retriable=False)
-        consumer = PythonConsumer(servers, topic, group, reset, max_records, settings, refresh_ms)
+        consumer = PythonConsumer(config)
     else:
         from cq_service.io.confluent_client import ConfluentConsumer
 
-        try:
-            consumer = ConfluentConsumer(
-                servers, topic, group, reset, max_records, settings, refresh_ms
-            )
-        except ValueError as e:
-            raise KafkaCallError(str(e), retriable=False) from None
+        consumer = ConfluentConsumer(config)
     try:
         return consumer, consumer.describe()
     except BaseException:
@@ -62,24 +46,16 @@ def open_consumer(
         raise
 
 
-def open_producer(
-    client: str, servers: Sequence[str], settings: Mapping[str, Any]
-) -> ProducerClient:
-    """A producer (acks=all). KafkaCallError if it cannot be made (its settings are wrong:
-    not retriable)."""
+def open_producer(client: str, servers: Sequence[str], settings: Mapping[str, Any]) -> ProducerClient:
+    """A producer (acks=all) with `settings` (checked by `settings_reason`). KafkaCallError if
+    it cannot be made."""
     if client == "kafka-python":
-        from cq_service.io.kafka_python_client import PythonProducer, producer_reason
+        from cq_service.io.kafka_python_client import PythonProducer
 
-        reason = producer_reason(settings)
-        if reason:
-            raise KafkaCallError(reason, retriable=False)
         return PythonProducer(servers, settings)
     from cq_service.io.confluent_client import ConfluentProducer
 
-    try:
-        return ConfluentProducer(servers, settings)
-    except ValueError as e:
-        raise KafkaCallError(str(e), retriable=False) from None
+    return ConfluentProducer(servers, settings)
 
 
 def dead_letter_settings(client: str, settings: Mapping[str, Any]) -> dict[str, Any]:

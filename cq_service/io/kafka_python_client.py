@@ -15,6 +15,7 @@ from cq_service.io.kafka_client import (
     CLIENT_DEFAULTS,
     OWN_CONSUMER,
     OWN_PRODUCER,
+    ConsumerConfig,
     KafkaCallError,
     Settled,
     TopicMissing,
@@ -24,7 +25,7 @@ from cq_service.io.kafka_client import (
 )
 from cq_service.io.kafka_messages import Messages
 
-__all__ = ["PythonConsumer", "PythonProducer", "consumer_settings_reason", "producer_reason"]
+__all__ = ["PythonConsumer", "PythonProducer", "consumer_settings_reason", "producer_settings_reason"]
 
 
 def _call_error(error: BaseException) -> KafkaCallError:
@@ -38,7 +39,7 @@ def consumer_settings_reason(settings: Mapping[str, Any]) -> str | None:
     return check_settings(settings, KafkaConsumer.DEFAULT_CONFIG, OWN_CONSUMER, "consumer")
 
 
-def producer_reason(settings: Mapping[str, Any]) -> str | None:
+def producer_settings_reason(settings: Mapping[str, Any]) -> str | None:
     """Why `producer:` settings cannot be used (unknown to KafkaProducer or set by cq)."""
     from kafka import KafkaProducer
 
@@ -55,32 +56,27 @@ def producer_part(settings: Mapping[str, Any]) -> dict[str, Any]:
 class PythonConsumer:
     """A KafkaConsumer of one topic, assigned by hand (the group only commits offsets)."""
 
-    def __init__(
-        self,
-        servers: Sequence[str],
-        topic: str,
-        group: str | None,
-        reset: str,
-        max_records: int,
-        settings: Mapping[str, Any],
-        refresh_ms: int,
-    ):
+    def __init__(self, config: ConsumerConfig):
         from kafka import KafkaConsumer
         from kafka.errors import KafkaError
 
-        self.servers, self.topic = list(servers), topic
-        self._settings = dict(settings)
-        config = {"metadata_max_age_ms": refresh_ms, **CLIENT_DEFAULTS["consumer"], **settings}
+        self.servers, self.topic = list(config.servers), config.topic
+        self._settings = dict(config.settings)
+        chosen = {
+            "metadata_max_age_ms": config.refresh_ms,
+            **CLIENT_DEFAULTS["consumer"],
+            **config.settings,
+        }
         try:
             self._consumer = KafkaConsumer(
                 bootstrap_servers=self.servers,
                 api_version=API_VERSION,
-                group_id=group,
+                group_id=config.group,
                 enable_auto_commit=False,
-                auto_offset_reset=reset,
-                max_poll_records=max_records,
+                auto_offset_reset=config.reset,
+                max_poll_records=config.max_records,
                 allow_auto_create_topics=False,
-                **config,
+                **chosen,
             )
         except KafkaError as e:
             raise _call_error(e) from None

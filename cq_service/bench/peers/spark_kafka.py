@@ -39,6 +39,8 @@ import time
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from cq_service.bench.peers.spark_local import local_session
+
 SCHEMA = "id BIGINT, auction BIGINT, bidder BIGINT, price BIGINT, dateTime BIGINT"
 NEXMARK_SCHEMA = ("auction BIGINT, bidder BIGINT, price BIGINT, channel STRING, url STRING, "
                   "dateTime BIGINT, extra STRING")
@@ -110,15 +112,7 @@ def main() -> int:
         ap.add_argument(f"--{name}", required=True)
     args = ap.parse_args()
     start = time.perf_counter()
-    spark = (SparkSession.builder.master("local[2]").appName("cqbench-kafka")
-             .config("spark.jars", args.jars)
-             .config("spark.driver.memory", "4g")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.sql.session.timeZone", "UTC")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session("cqbench-kafka", memory="4g", config={"spark.jars": args.jars})
     checkpoint = tempfile.mkdtemp(prefix="spark-kafka-", dir=args.work)
     try:
         df, mode = build(spark, args)

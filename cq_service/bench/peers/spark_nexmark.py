@@ -95,6 +95,8 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from cq_service.bench.peers.spark_local import local_session
+
 TABLES: dict[str, list[tuple[str, str]]] = {
     "person": [
         ("id", "bigint"), ("name", "string"), ("emailAddress", "string"),
@@ -303,18 +305,9 @@ QUERIES = {"q0": q0, "q1": q1, "q2": q2, "q3": q3, "q4": q4, "q5": q5, "q6": q6,
 
 
 def spark_session() -> SparkSession:
-    spark = (SparkSession.builder
-             .master("local[2]")
-             .appName("nexmark-peer")
-             .config("spark.driver.memory", "8g")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.sql.session.timeZone", "UTC")
-             .config("spark.sql.streaming.noDataMicroBatches.enabled", "true")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return local_session(
+        "nexmark-peer", config={"spark.sql.streaming.noDataMicroBatches.enabled": "true"}
+    )
 
 
 def run(args: argparse.Namespace) -> dict:
