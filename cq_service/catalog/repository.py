@@ -21,15 +21,13 @@ cleared.
 
 from __future__ import annotations
 
-import json
-import math
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, func, or_, select, text
+from sqlalchemy import delete, select, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
@@ -45,22 +43,30 @@ from cq_service.catalog.records import (
     DeploymentRecord,
     PipelineControlRecord,
     QueryRecord,
-    RelationRowRecord,
     SourceRecord,
     StatsRecord,
 )
 from cq_service.catalog.spec_json import stream_json
 from cq_service.catalog.stored_pipelines import StoredPipelines
+from cq_service.catalog.stored_relations import StoredRelations
+from cq_service.catalog.validation import (
+    check_choice,
+    int64_or_none,
+    json_value,
+    scheduler_control,
+    valid_budget,
+    valid_qos,
+    valid_weight,
+)
 from cq_service.errors import Outage
-from cq_service.spec.model import LATENCY_BOUNDED_SCHEDULER, SCHEDULERS, StreamSpec
+from cq_service.spec.model import StreamSpec
 
 __all__ = ["Catalog"]
 
-_INT64 = (-(2**63), 2**63 - 1)
 _CONTROLS = ("weight", "qos", "memory_budget")
 
 
-class Catalog(StoredPipelines):
+class Catalog(StoredPipelines, StoredRelations):
     """The catalog at `url` (default: `database.default_url()`).
 
     `create=False` refuses to make a new SQLite file (readers should not create catalogs);
@@ -128,7 +134,7 @@ class Catalog(StoredPipelines):
         error: str | None = None,
     ) -> int:
         """Log a deployment attempt (`status` applied, rejected or removed); its id."""
-        _check_choice("deployment status", status, m.DEPLOYMENT_STATUSES)
+        check_choice("deployment status", status, m.DEPLOYMENT_STATUSES)
         with self._tx() as s:
             row = m.Deployment(
                 pipeline=pipeline,
@@ -173,11 +179,11 @@ class Catalog(StoredPipelines):
         that None keeps the stored value while `spec_hash` is unchanged. weight, qos and
         memory_budget are the file's values: each is applied only on insert or if it differs
         from what the file said at the previous upsert (see the module docstring)."""
-        _check_choice("query status", status, m.QUERY_STATUSES)
+        check_choice("query status", status, m.QUERY_STATUSES)
         file_now = {
-            "weight": _weight(weight),
-            "qos": None if qos is None else _qos(qos),
-            "memory_budget": _budget(memory_budget),
+            "weight": valid_weight(weight),
+            "qos": None if qos is None else valid_qos(qos),
+            "memory_budget": valid_budget(memory_budget),
         }
         with self._tx() as s:
             row = s.scalars(
@@ -200,11 +206,11 @@ class Catalog(StoredPipelines):
                     _apply_control(row, key, file_now[key])
             row.file_controls = file_now
             row.cql = cql
-            row.sink = _json_value("sink", dict(sink) if sink is not None else None)
+            row.sink = json_value("sink", dict(sink) if sink is not None else None)
             row.spec_hash = spec_hash
             row.status = status
             row.error = error
-            row.start_after = _int64_or_none("start_after", start_after)
+            row.start_after = int64_or_none("start_after", start_after)
             row.updated_at = m.utcnow()
             s.flush()
             return _query(row)
@@ -213,7 +219,7 @@ class Catalog(StoredPipelines):
         self, pipeline: str, name: str, status: str, error: str | None = None
     ) -> QueryRecord:
         """Set a query's status (running, stopped, failed) and error (None clears it)."""
-        _check_choice("query status", status, m.QUERY_STATUSES)
+        check_choice("query status", status, m.QUERY_STATUSES)
         with self._tx() as s:
             row = _one_query(s, pipeline, name)
             row.status = status
@@ -259,11 +265,11 @@ class Catalog(StoredPipelines):
         (`clear_memory_budget` removes the budget). Survives redeploys of an unchanged file."""
         values: dict[str, Any] = {}
         if weight is not None:
-            values["weight"] = _weight(weight)
+            values["weight"] = valid_weight(weight)
         if qos is not None:
-            values["qos"] = _qos(qos)
+            values["qos"] = valid_qos(qos)
         if memory_budget is not None:
-            values["memory_budget"] = _budget(memory_budget)
+            values["memory_budget"] = valid_budget(memory_budget)
         if clear_memory_budget:
             if memory_budget is not None:
                 raise CatalogInputError("give memory_budget or clear_memory_budget, not both")
@@ -299,7 +305,7 @@ class Catalog(StoredPipelines):
         and no other scheduler takes."""
         values = {
             "pipeline": pipeline,
-            **_scheduler_control(scheduler, latency_bound_ms),
+            **scheduler_control(scheduler, latency_bound_ms),
             "updated_at": m.utcnow(),
         }
         with self._tx() as s:
@@ -323,7 +329,7 @@ class Catalog(StoredPipelines):
         try:
             name = str(data["name"])
             schema = [[str(c), str(t)] for c, t in _pairs(data["schema"])]
-            source = _json_value("source", dict(data["source"]))
+            source = json_value("source", dict(data["source"]))
         except (KeyError, TypeError, ValueError) as e:
             raise CatalogInputError(f"not a stream spec as JSON: {e}") from None
         with self._tx() as s:
@@ -366,79 +372,6 @@ class Catalog(StoredPipelines):
             if r.catalog_relation is not None and r.catalog_relation == relation
         ]
 
-    # -- stored relations -------------------------------------------------------------------
-
-    def insert_relation_rows(
-        self,
-        relation: str,
-        rows: Sequence[tuple[int, str | int, Mapping[str, Any]]],
-        pipeline: str | None = None,
-    ) -> int:
-        """Append changes (ts, op, row) to a stored relation; op is ``+``/``-`` (or +1/-1).
-        `pipeline` None shares them with every pipeline. Returns how many were stored."""
-        values = [_relation_value(relation, pipeline, i, r) for i, r in enumerate(rows)]
-        if not values:
-            return 0
-        with self._tx() as s:
-            s.execute(m.RelationRow.__table__.insert(), values)
-        return len(values)
-
-    def relation_rows(
-        self,
-        relation: str,
-        after_id: int = 0,
-        limit: int = 10_000,
-        *,
-        pipeline: str | None = None,
-    ) -> list[RelationRowRecord]:
-        """The changes with id > `after_id`, in id (arrival) order: page by passing the last id.
-
-        `pipeline` None: every row of the relation; a name: what that pipeline sees (the shared
-        rows and its own)."""
-        stmt = (
-            _rows_select(relation, pipeline)
-            .where(m.RelationRow.id > after_id)
-            .order_by(m.RelationRow.id)
-            .limit(limit)
-        )
-        with self._tx() as s:
-            return [_row(r) for r in s.execute(stmt)]
-
-    def relation_rows_by_time(
-        self,
-        relation: str,
-        *,
-        after_id: int = 0,
-        up_to_id: int | None = None,
-        after: tuple[int, int] | None = None,
-        limit: int = 10_000,
-        pipeline: str | None = None,
-    ) -> list[RelationRowRecord]:
-        """The changes with `after_id` < id <= `up_to_id`, ordered by (ts, id), starting after
-        the (ts, id) key `after`: page by passing the last row's (ts, id)."""
-        stmt = _rows_select(relation, pipeline).where(m.RelationRow.id > after_id)
-        if up_to_id is not None:
-            stmt = stmt.where(m.RelationRow.id <= up_to_id)
-        if after is not None:
-            ts, row_id = after
-            stmt = stmt.where(
-                or_(
-                    m.RelationRow.ts > ts,
-                    and_(m.RelationRow.ts == ts, m.RelationRow.id > row_id),
-                )
-            )
-        stmt = stmt.order_by(m.RelationRow.ts, m.RelationRow.id).limit(limit)
-        with self._tx() as s:
-            return [_row(r) for r in s.execute(stmt)]
-
-    def last_relation_row_id(self, relation: str, *, pipeline: str | None = None) -> int:
-        """The largest row id of the relation (as `pipeline` sees it), 0 if it has none."""
-        stmt = select(func.max(m.RelationRow.id)).where(m.RelationRow.relation == relation)
-        if pipeline is not None:
-            stmt = stmt.where(_visible_to(pipeline))
-        with self._tx() as s:
-            return int(s.scalar(stmt) or 0)
-
     # -- adjustments and statistics ---------------------------------------------------------
 
     def log_adjustment(
@@ -454,7 +387,7 @@ class Catalog(StoredPipelines):
                 pipeline=pipeline,
                 query=query,
                 kind=kind,
-                detail=_json_value("detail", dict(detail or {})),
+                detail=json_value("detail", dict(detail or {})),
                 at=m.utcnow(),
             )
             s.add(row)
@@ -479,7 +412,7 @@ class Catalog(StoredPipelines):
     def save_stats(self, data: Any, pipeline: str | None = None) -> int:
         """Store a statistics snapshot (of one pipeline, or of the worker); its id."""
         with self._tx() as s:
-            row = m.StatsSnapshot(at=m.utcnow(), pipeline=pipeline, data=_json_value("data", data))
+            row = m.StatsSnapshot(at=m.utcnow(), pipeline=pipeline, data=json_value("data", data))
             s.add(row)
             s.flush()
             return int(row.id)
@@ -509,9 +442,9 @@ class Catalog(StoredPipelines):
         """Replace the checkpoint stored under `key` (atomically)."""
         values = {
             "key": key,
-            "frontier": _int64_or_none("frontier", frontier),
-            "offsets": _json_value("offsets", {str(k): dict(v) for k, v in offsets.items()}),
-            "queries": _json_value("queries", dict(queries)),
+            "frontier": int64_or_none("frontier", frontier),
+            "offsets": json_value("offsets", {str(k): dict(v) for k, v in offsets.items()}),
+            "queries": json_value("queries", dict(queries)),
             "updated_at": m.utcnow(),
         }
         with self._tx() as s:
@@ -555,7 +488,7 @@ class Catalog(StoredPipelines):
             "offsets": {str(p): int(o) for p, o in state.offsets.items()},
             "max_ts": {str(p): int(t) for p, t in state.max_ts.items()},
             "next_position": state.next_position,
-            "boundary": _int64_or_none("boundary", state.boundary),
+            "boundary": int64_or_none("boundary", state.boundary),
             "file_size": state.file_size,
             "file_mtime_ns": state.file_mtime_ns,
             "rows": state.rows,
@@ -575,7 +508,7 @@ class Catalog(StoredPipelines):
     def set_handover(self, pipeline: str, query: str, until: int) -> None:
         """Record that `query`'s results up to `until` (T2) came from a backfill."""
         values = {"pipeline": pipeline, "query": query,
-                  "until_ts": _int64_or_none("until", until), "updated_at": m.utcnow()}
+                  "until_ts": int64_or_none("until", until), "updated_at": m.utcnow()}
         with self._tx() as s:
             s.execute(_upsert(s, m.QueryHandover, values, ("pipeline", "query")))
 
@@ -638,126 +571,10 @@ def _unreachable(e: SQLAlchemyError) -> bool:
     )
 
 
-# -- validation -----------------------------------------------------------------------------
-
-
-def _check_choice(what: str, value: str, allowed: Sequence[str]) -> None:
-    if value not in allowed:
-        raise CatalogInputError(f"{what} must be one of {', '.join(allowed)}, not {value!r}")
-
-
-def _weight(weight: float) -> float:
-    if isinstance(weight, bool) or not isinstance(weight, int | float):
-        raise CatalogInputError(f"weight must be a number, not {weight!r}")
-    if not math.isfinite(weight) or weight <= 0:
-        raise CatalogInputError(f"weight must be a positive number, not {weight!r}")
-    return float(weight)
-
-
-def _budget(budget: int | None) -> int | None:
-    if budget is None:
-        return None
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
-        raise CatalogInputError(f"memory_budget must be a positive integer (bytes), not {budget!r}")
-    return _int64_or_none("memory_budget", budget)
-
-
-def _qos(qos: Mapping[str, Sequence[float]]) -> dict[str, list[float]]:
-    """QoS ranges: {setting: [min, max]} with min <= max."""
-    if not isinstance(qos, Mapping):
-        raise CatalogInputError(f"qos must map settings to [min, max], not {qos!r}")
-    out: dict[str, list[float]] = {}
-    for key, bounds in qos.items():
-        ok = (
-            isinstance(bounds, Sequence)
-            and not isinstance(bounds, str)
-            and len(bounds) == 2
-            and all(
-                isinstance(b, int | float) and not isinstance(b, bool) and math.isfinite(b)
-                for b in bounds
-            )
-        )
-        if not ok or bounds[0] > bounds[1]:
-            raise CatalogInputError(
-                f"qos {key!r} must be a range [min, max] of numbers with min <= max, not {bounds!r}"
-            )
-        out[str(key)] = [bounds[0], bounds[1]]
-    return out
-
-
-def _scheduler_control(scheduler: str | None, bound_ms: float | None) -> dict[str, Any]:
-    """A pipeline control's scheduler and latency bound, checked together."""
-    if scheduler is not None and scheduler not in SCHEDULERS:
-        raise CatalogInputError(f"unknown scheduler {scheduler!r} (known: {', '.join(SCHEDULERS)})")
-    if bound_ms is not None:
-        if (
-            isinstance(bound_ms, bool)
-            or not isinstance(bound_ms, int | float)
-            or not math.isfinite(bound_ms)
-            or bound_ms <= 0
-        ):
-            raise CatalogInputError(
-                f"latency_bound_ms must be a positive number of milliseconds, not {bound_ms!r}"
-            )
-        if scheduler != LATENCY_BOUNDED_SCHEDULER:
-            chosen = "none (the configuration's or the file's)" if scheduler is None else scheduler
-            raise CatalogInputError(
-                f"latency_bound_ms applies to scheduler {LATENCY_BOUNDED_SCHEDULER} only, "
-                f"but the scheduler is {chosen}"
-            )
-    elif scheduler == LATENCY_BOUNDED_SCHEDULER:
-        raise CatalogInputError(
-            f"scheduler {LATENCY_BOUNDED_SCHEDULER} needs latency_bound_ms (milliseconds > 0)"
-        )
-    return {
-        "scheduler": scheduler,
-        "latency_bound_ms": None if bound_ms is None else float(bound_ms),
-    }
-
-
-def _int64_or_none(what: str, value: int | None) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise CatalogInputError(f"{what} must be an integer, not {value!r}")
-    if not _INT64[0] <= value <= _INT64[1]:
-        raise CatalogInputError(f"{what} {value} is out of the 64-bit range")
-    return value
-
-
-def _json_value(what: str, value: Any) -> Any:
-    """`value` as it will read back from a JSON column (no NaN, string keys)."""
-    try:
-        return json.loads(json.dumps(value, allow_nan=False))
-    except (TypeError, ValueError) as e:
-        raise CatalogInputError(f"{what} is not JSON: {e}") from None
-
-
 def _pairs(schema: Any) -> list[tuple[Any, Any]]:
     if isinstance(schema, Mapping):
         return list(schema.items())
     return [(c, t) for c, t in schema]
-
-
-def _relation_value(
-    relation: str, pipeline: str | None, index: int, change: tuple[int, Any, Mapping[str, Any]]
-) -> dict[str, Any]:
-    try:
-        ts, op, row = change
-    except (TypeError, ValueError):
-        raise CatalogInputError(f"row {index}: expected (ts, op, row), got {change!r}") from None
-    op_text = {"+": "+", "-": "-", 1: "+", -1: "-"}.get(op) if not isinstance(op, bool) else None
-    if op_text is None:
-        raise CatalogInputError(f"row {index}: op must be '+' or '-', not {op!r}")
-    if not isinstance(row, Mapping):
-        raise CatalogInputError(f"row {index}: the row must be a JSON object, not {row!r}")
-    return {
-        "relation": relation,
-        "pipeline": pipeline,
-        "ts": _int64_or_none(f"row {index}: ts", ts),
-        "op": op_text,
-        "row": _json_value(f"row {index}", dict(row)),
-    }
 
 
 # -- statements -----------------------------------------------------------------------------
@@ -779,21 +596,6 @@ def _upsert(
 
 
 # -- ORM rows -> records --------------------------------------------------------------------
-
-
-def _visible_to(pipeline: str) -> Any:
-    return or_(m.RelationRow.pipeline.is_(None), m.RelationRow.pipeline == pipeline)
-
-
-def _rows_select(relation: str, pipeline: str | None) -> Any:
-    stmt = select(m.RelationRow.id, m.RelationRow.ts, m.RelationRow.op, m.RelationRow.row).where(
-        m.RelationRow.relation == relation
-    )
-    return stmt if pipeline is None else stmt.where(_visible_to(pipeline))
-
-
-def _row(r: Any) -> RelationRowRecord:
-    return RelationRowRecord(int(r.id), int(r.ts), str(r.op), dict(r.row))
 
 
 def _apply_control(row: m.Query, key: str, value: Any) -> None:
