@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cq_service.io.kafka_client import API_VERSION
+from cq_service.service.metrics import parse_metrics
 
 __all__ = ["QUERIES", "RestartResult", "report", "run_benchmark"]
 
@@ -215,13 +216,7 @@ class _Serve:
 
     def metrics(self) -> dict[str, float]:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=30) as r:
-            text = r.read().decode()
-        out = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                name, _, value = line.rpartition(" ")
-                out[name] = float(value)
-        return out
+            return parse_metrics(r.read().decode())
 
     def wait_caught_up(self, timeout: float = 7200) -> float:
         """Seconds from launch until every source's lag is 0."""

@@ -8,7 +8,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-__all__ = ["render_metrics"]
+__all__ = ["parse_metrics", "render_metrics"]
 
 
 class _Snapshot:
@@ -324,3 +324,13 @@ def render_metrics(snapshot: dict[str, Any]) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Snapshot(snapshot))
     return generate_latest(registry)
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Prometheus text as {`name{labels}`: value}, comments left out (for clients and tests)."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out

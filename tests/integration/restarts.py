@@ -32,6 +32,7 @@ from kafka.admin import OffsetSpec
 from kafka.structs import TopicPartition
 
 from cq_service.catalog import Catalog
+from cq_service.service.metrics import parse_metrics
 from tests.services.kafka import KAFKA_API_VERSION
 
 NAME = "crash"
@@ -244,13 +245,7 @@ class Lives:
     def metrics(self) -> dict[str, float]:
         """/metrics as {name{labels}: value}."""
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=10) as r:
-            text = r.read().decode()
-        out = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                name, _, value = line.rpartition(" ")
-                out[name] = float(value)
-        return out
+            return parse_metrics(r.read().decode())
 
     def log_count(self, text: str) -> int:
         """Lines of the worker's log (every life) that hold `text`."""

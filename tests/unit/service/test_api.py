@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from cq_service.service.metrics import parse_metrics
 from tests.unit.service.serving import serving_example
 
 TOKEN = "s3cret"
@@ -68,7 +69,7 @@ def test_metrics(client) -> None:
         if 'cq_results_total{query="web-proxy/domain_load"}' in text and worker.checkpoints:
             break
         time.sleep(0.1)
-    lines = {ln.rsplit(" ", 1)[0]: float(ln.rsplit(" ", 1)[1]) for ln in text.splitlines() if ln and not ln.startswith("#")}
+    lines = parse_metrics(text)
     requests = [v for k, v in lines.items() if k.startswith('cq_source_elements_total{source="Requests@')]
     assert requests and requests[0] > 0
     assert lines['cq_results_total{query="web-proxy/domain_load"}'] > 0

@@ -19,7 +19,7 @@ from cq_service.runner import run_pipeline
 from cq_service.service import views as w
 from cq_service.service.api import make_app
 from cq_service.service.config import ConfigError, ServiceConfig, load_config
-from cq_service.service.metrics import render_metrics
+from cq_service.service.metrics import parse_metrics, render_metrics
 from cq_service.service.scheduling import SchedulerChoice
 from cq_service.service.worker import Worker
 from tests.unit.service.conftest import TOKEN
@@ -165,11 +165,7 @@ def test_metrics_of_queues_latency_and_schedulers(make_worker) -> None:
     worker = make_worker()
     run_until_done(worker)
     text = render_metrics(w.metrics_snapshot(worker)).decode()
-    values = {
-        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
-        for line in text.splitlines()
-        if line and not line.startswith("#")
-    }
+    values = parse_metrics(text)
     for query in ("commerce_urls", "domain_load", "loyal_clients"):
         labels = f'pipeline="{NAME}",query="{query}"'
         written = worker.engine.sinks[f"{NAME}/{query}"].written
