@@ -207,6 +207,7 @@ class KafkaReader(SourceReader):
                     max_records=self.batch_rows,
                     refresh_ms=int(_REFRESH_S * 1000),
                     settings=settings,
+                    timestamps=self._decoder.record_time,
                 ),
             )
         except TopicMissing:

@@ -197,8 +197,9 @@ class TopicMissing(KafkaCallError):
 class ConsumerConfig:
     """What a consumer is made with: the brokers, the topic, the group it commits to (None:
     none), where a partition without a position starts (`reset`: earliest or latest), the most
-    messages a poll returns, the user's `consumer:` settings (checked already) and how often
-    the topic's partitions are asked again."""
+    messages a poll returns, the user's `consumer:` settings (checked already), how often
+    the topic's partitions are asked again, and whether `Messages.timestamp` is wanted (else a
+    client may leave every one -1, as for a message without one)."""
 
     servers: Sequence[str]
     topic: str
@@ -207,6 +208,7 @@ class ConsumerConfig:
     max_records: int
     refresh_ms: int
     settings: Mapping[str, Any] = field(default_factory=dict)
+    timestamps: bool = True
 
 
 class ConsumerClient(Protocol):
