@@ -22,14 +22,13 @@ import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from functools import partial
 from typing import Any
 
 from cq_service.io.kafka_client import (
     CLIENT_DEFAULTS,
     ConsumerConfig,
+    Failed,
     KafkaCallError,
-    Settled,
     TopicMissing,
 )
 from cq_service.io.kafka_messages import Messages
@@ -56,7 +55,13 @@ OWN_CONSUMER = frozenset(
     }
 )
 OWN_PRODUCER = frozenset(
-    {"bootstrap.servers", "acks", "request.required.acks", "enable.idempotence"}
+    {
+        "bootstrap.servers",
+        "acks",
+        "request.required.acks",
+        "enable.idempotence",
+        "delivery.report.only.error",
+    }
 )
 
 # Defaults cq chooses (a setting wins): reconnect within a second after a broker comes back;
@@ -79,7 +84,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 }
 _QUEUE_FULL_S = CLIENT_DEFAULTS["producer"]["max_block_ms"] / 1000  # then: brokers away
 _DESCRIBE_S = 30.0  # the longest opening waits for the topic's partitions
-_SERVE_EVERY = 4096  # sends between serving delivery callbacks
+_SERVE_EVERY = 4096  # sends between serving delivery reports
+_ABORT_S = 5.0  # the longest `abort` waits for the reports of the messages it purged
 
 # librdkafka error codes that may go away by themselves (besides those it marks retriable).
 _RETRIABLE = frozenset(
@@ -406,8 +412,20 @@ def _collection_paused() -> Iterator[None]:
         gc.enable()
 
 
+class _Refused(Exception):
+    """librdkafka refused a message when handed it: `error`, after `taken` were taken."""
+
+    def __init__(self, error: KafkaCallError, taken: int):
+        super().__init__(error.reason)
+        self.error, self.taken = error, taken
+
+
 class ConfluentProducer:
-    """A librdkafka producer (acks=all, idempotent); `settled` runs inside `send`/`flush`."""
+    """A librdkafka producer (acks=all, idempotent). Only failed deliveries are reported
+    (``delivery.report.only.error``): an acknowledgement costs Python nothing, and
+    `unsettled` is librdkafka's count of messages not acknowledged yet. A failed one is kept,
+    with its bytes, for `failures`; reports are served inside `send_many`, `unsettled`,
+    `flush` and `abort`."""
 
     def __init__(self, servers: Sequence[str], settings: Mapping[str, Any]):
         from confluent_kafka import KafkaException, Producer
@@ -418,12 +436,22 @@ class ConfluentProducer:
             "bootstrap.servers": ",".join(servers),
             "acks": "all",
             "enable.idempotence": True,
+            "delivery.report.only.error": True,
+            "on_delivery": self._report,
             "logger": _LOG,
         }
+        self._failed: list[Failed] = []
         try:
             self._producer = Producer(config)
         except (KafkaException, ValueError, TypeError) as e:
             raise KafkaCallError(_describe(e).reason, retriable=False) from None
+
+    def _report(self, error: Any, message: Any) -> None:
+        if error is not None:
+            self._failed.append(
+                Failed(_describe(error), message.topic(), message.value(), message.key(),
+                       message.headers())
+            )  # fmt: skip
 
     def send_many(
         self,
@@ -431,52 +459,110 @@ class ConfluentProducer:
         values: Sequence[bytes | None],
         keys: Sequence[bytes | None] | None,
         headers: Sequence[list[tuple[str, bytes]] | None] | None,
-        settled: Settled,
-        token: Any,
     ) -> None:
-        from confluent_kafka import KafkaException
-
-        produce, serve = self._producer.produce, self._producer.poll
-        i, n, full_since = 0, len(values), 0.0
+        i, full_since = 0, 0.0
+        batch = getattr(self._producer, "produce_batch", None)  # confluent-kafka >= 2.12
         try:
-            while i < n:
-                report = partial(_deliver, settled, token, i)
-                header = headers[i] if headers is not None else None
-                key = keys[i] if keys is not None else None
-                try:
-                    if header:
-                        produce(topic, values[i], key, on_delivery=report, headers=header)
-                    else:
-                        produce(topic, values[i], key, on_delivery=report)
-                except BufferError:  # librdkafka's queue is full: let it drain
+            while i < len(values):
+                if headers is None and batch is not None:
+                    i += self._produce_batch(topic, values, keys, i)
+                else:
+                    i += self._produce(topic, values, keys, headers, i)
+                if i < len(values):  # librdkafka's queue is full: let it drain
                     now = time.monotonic()
                     full_since = full_since or now
                     if now - full_since > _QUEUE_FULL_S:
                         raise KafkaCallError(
                             f"producer queue full for {_QUEUE_FULL_S:g} s", retriable=True
-                        ) from None
-                    serve(0.05)
-                    continue
-                full_since = 0.0
-                i += 1
-                if i % _SERVE_EVERY == 0:
-                    serve(0)
-        except KafkaException as e:
-            error = _describe(e)
-            error.handed = i  # type: ignore[attr-defined]
-            raise error from None
+                        )
+                    self._producer.poll(0.05)
+        except _Refused as e:
+            e.error.handed = i + e.taken  # type: ignore[attr-defined]
+            raise e.error from None
         except KafkaCallError as e:
             e.handed = i  # type: ignore[attr-defined]
             raise
+        self._producer.poll(0)
+
+    def _produce_batch(
+        self, topic: str, values: Sequence[bytes | None], keys: Sequence[bytes | None] | None,
+        start: int,
+    ) -> int:
+        """Hand values[start:] over in one call (serving reports every `_SERVE_EVERY`); how
+        many were taken before the queue was full. A message refused on its own (the queue
+        had room) counts as taken and failed; one refused with all after it: `_Refused`."""
+        taken = 0
+        for at in range(start, len(values), _SERVE_EVERY):
+            stop = min(at + _SERVE_EVERY, len(values))
+            if keys is None:
+                messages = [{"value": v} for v in values[at:stop]]
+            else:
+                messages = [{"value": v, "key": k} for v, k in zip(values[at:stop], keys[at:stop])]
+            queued = self._producer.produce_batch(topic, messages)
+            if queued < len(messages):
+                errors = [m.get("_error") for m in messages]
+                first = next(j for j, e in enumerate(errors) if e is not None)
+                if all(e is not None for e in errors[first:]):  # librdkafka stops at queue full
+                    if errors[first].name() != "_QUEUE_FULL":
+                        raise _Refused(_describe(errors[first]), taken + first)
+                    return taken + first
+                for j, e in enumerate(errors):  # refused one by one, others taken after them
+                    if e is not None:
+                        self._failed.append(
+                            Failed(_describe(e), topic, messages[j]["value"],
+                                   messages[j].get("key"), None)
+                        )  # fmt: skip
+            taken += len(messages)
+            self._producer.poll(0)
+        return taken
+
+    def _produce(
+        self, topic: str, values: Sequence[bytes | None], keys: Sequence[bytes | None] | None,
+        headers: Sequence[list[tuple[str, bytes]] | None] | None, start: int,
+    ) -> int:
+        """Hand values[start:] over one by one; how many were taken before the queue was
+        full (`_Refused` if librdkafka refuses one)."""
+        from confluent_kafka import KafkaException
+
+        produce = self._producer.produce
+        for i in range(start, len(values)):
+            header = headers[i] if headers is not None else None
+            key = keys[i] if keys is not None else None
+            try:
+                if header:
+                    produce(topic, values[i], key, headers=header)
+                else:
+                    produce(topic, values[i], key)
+            except BufferError:
+                return i - start
+            except KafkaException as e:
+                raise _Refused(_describe(e), i - start) from None
+            if (i + 1) % _SERVE_EVERY == 0:
+                self._producer.poll(0)
+        return len(values) - start
+
+    def unsettled(self) -> int:
+        self._producer.poll(0)
+        return len(self._producer)
+
+    def failures(self) -> list[Failed]:
+        failed, self._failed = self._failed, []
+        return failed
 
     def flush(self, timeout: float) -> None:
         self._producer.flush(timeout)
+
+    def abort(self) -> list[Failed]:
+        """Purge every message not acknowledged (librdkafka reports each as failed) and
+        close; the failures not taken yet, in the order reported."""
+        self._producer.purge(in_queue=True, in_flight=True, blocking=True)
+        deadline = time.monotonic() + _ABORT_S
+        while len(self._producer) and time.monotonic() < deadline:
+            self._producer.poll(0.01)
+        self._producer.poll(0)
+        return self.failures()
 
     def close(self, timeout: float) -> None:
         if timeout <= 0:
             self._producer.purge(in_queue=True, in_flight=True, blocking=False)
         self._producer.flush(max(timeout, 0.0))
-
-
-def _deliver(settled: Settled, token: Any, index: int, error: Any, _message: Any) -> None:
-    settled(token, index, None if error is None else _describe(error))
