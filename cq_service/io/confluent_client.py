@@ -84,7 +84,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 }
 _QUEUE_FULL_S = CLIENT_DEFAULTS["producer"]["max_block_ms"] / 1000  # then: brokers away
 _DESCRIBE_S = 30.0  # the longest opening waits for the topic's partitions
-_SERVE_EVERY = 4096  # sends between serving delivery reports
+_SERVE_EVERY = 16384  # messages handed over per call (one by one: between serving reports)
 _ABORT_S = 5.0  # the longest `abort` waits for the reports of the messages it purged
 
 # librdkafka error codes that may go away by themselves (besides those it marks retriable).
@@ -488,8 +488,8 @@ class ConfluentProducer:
         self, topic: str, values: Sequence[bytes | None], keys: Sequence[bytes | None] | None,
         start: int,
     ) -> int:
-        """Hand values[start:] over in one call (serving reports every `_SERVE_EVERY`); how
-        many were taken before the queue was full. A message refused on its own (the queue
+        """Hand values[start:] over, `_SERVE_EVERY` at a time (only failures are reported, so
+        `send_many` serves them once at its end); how many were taken before the queue was full. A message refused on its own (the queue
         had room) counts as taken and failed; one refused with all after it: `_Refused`."""
         taken = 0
         for at in range(start, len(values), _SERVE_EVERY):
@@ -513,7 +513,6 @@ class ConfluentProducer:
                                    messages[j].get("key"), None)
                         )  # fmt: skip
             taken += len(messages)
-            self._producer.poll(0)
         return taken
 
     def _produce(
