@@ -422,7 +422,9 @@ class KafkaReader(SourceReader):
             return polled
         parts = np.asarray(polled.partition)
         offsets = np.asarray(polled.offset, dtype=np.int64)
-        ends = np.asarray([self._end_at_open.get(p, 0) for p in polled.partition], np.int64)
+        ends = np.zeros(len(parts), np.int64)
+        for p in np.unique(parts).tolist():
+            ends[parts == p] = self._end_at_open.get(p, 0)
         past = offsets >= ends
         if not past.any():
             return polled
