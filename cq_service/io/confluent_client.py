@@ -15,19 +15,20 @@ librdkafka seeks only partitions already being fetched.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import logging
 import re
 import time
-from collections.abc import Mapping, Sequence
-from functools import partial
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from cq_service.io.kafka_client import (
     CLIENT_DEFAULTS,
     ConsumerConfig,
+    Failed,
     KafkaCallError,
-    Settled,
     TopicMissing,
 )
 from cq_service.io.kafka_messages import Messages
@@ -54,7 +55,13 @@ OWN_CONSUMER = frozenset(
     }
 )
 OWN_PRODUCER = frozenset(
-    {"bootstrap.servers", "acks", "request.required.acks", "enable.idempotence"}
+    {
+        "bootstrap.servers",
+        "acks",
+        "request.required.acks",
+        "enable.idempotence",
+        "delivery.report.only.error",
+    }
 )
 
 # Defaults cq chooses (a setting wins): reconnect within a second after a broker comes back;
@@ -64,6 +71,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "consumer": {
         "reconnect.backoff.max.ms": CLIENT_DEFAULTS["consumer"]["reconnect_backoff_max_ms"],
         "queued.max.messages.kbytes": 32768,
+        # librdkafka waits this long (default 1 s) before fetching more for a partition whose
+        # prefetched messages passed `queued.min.messages`: a consumer faster than that
+        # threshold refills would sit idle (a pass-through read at half the rate).
+        "fetch.queue.backoff.ms": 10,
     },
     "producer": {
         "reconnect.backoff.max.ms": CLIENT_DEFAULTS["producer"]["reconnect_backoff_max_ms"],
@@ -73,7 +84,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 }
 _QUEUE_FULL_S = CLIENT_DEFAULTS["producer"]["max_block_ms"] / 1000  # then: brokers away
 _DESCRIBE_S = 30.0  # the longest opening waits for the topic's partitions
-_SERVE_EVERY = 4096  # sends between serving delivery callbacks
+_SERVE_EVERY = 16384  # messages handed over per call (one by one: between serving reports)
+_ABORT_S = 5.0  # the longest `abort` waits for the reports of the messages it purged
 
 # librdkafka error codes that may go away by themselves (besides those it marks retriable).
 _RETRIABLE = frozenset(
@@ -208,6 +220,7 @@ class ConfluentConsumer:
         self._assigned: list[int] = []
         self._paused: set[int] = set()
         self._error: KafkaCallError | None = None  # met by a poll that returned messages too
+        self._timestamps = config.timestamps
 
     def _tp(self, partition: int, offset: int | None = None) -> Any:
         from confluent_kafka import TopicPartition
@@ -309,20 +322,24 @@ class ConfluentConsumer:
         if self._error is not None:
             error, self._error = self._error, None
             raise error
-        try:
-            polled = self._consumer.consume(max(1, min(max_records, 1_000_000)), timeout_ms / 1000)
-        except KafkaException as e:
-            raise _describe(e) from None
-        good = [m for m in polled if m.error() is None]
-        if len(good) < len(polled):
-            for m in polled:
-                error = m.error()
-                if error is not None and error.name() != "_PARTITION_EOF":
-                    self._error = self._error or _describe(error)
-        if not good and self._error is not None:
-            error, self._error = self._error, None
-            raise error
-        messages = _Polled(good)
+        with _collection_paused():  # the message objects are gone before it resumes
+            try:
+                polled = self._consumer.consume(
+                    max(1, min(max_records, 1_000_000)), timeout_ms / 1000
+                )
+            except KafkaException as e:
+                raise _describe(e) from None
+            good = [m for m in polled if m.error() is None]
+            if len(good) < len(polled):
+                for m in polled:
+                    error = m.error()
+                    if error is not None and error.name() != "_PARTITION_EOF":
+                        self._error = self._error or _describe(error)
+            if not good and self._error is not None:
+                error, self._error = self._error, None
+                raise error
+            messages = _Polled(good, self._timestamps)
+            del polled, good
         last = dict(zip(messages.partition, messages.offset, strict=True))  # each one's last
         self._next.update((p, o + 1) for p, o in last.items())
         return messages
@@ -356,37 +373,59 @@ class ConfluentConsumer:
 
 
 class _Polled(Messages):
-    """A poll's messages, grouped by partition (each partition's in offset order), as
-    kafka-python's poll gives them (librdkafka interleaves partitions). Keys and timestamps are
-    taken from the messages only if asked for (a `key:` field, `time: record`, dead letters)."""
+    """A poll's messages as columns, grouped by partition (each partition's in offset order),
+    as kafka-python's poll gives them (librdkafka interleaves partitions). Nothing refers to
+    the message objects afterwards; timestamps are taken only if `timestamps` (else -1)."""
 
-    def __init__(self, polled: list[Any]):
-        partition = [m.partition() for m in polled]
+    def __init__(self, polled: list[Any], timestamps: bool):
+        from confluent_kafka import Message
+
+        super().__init__({})
+        partition = list(map(Message.partition, polled))
         if len(partition) > 1 and any(a > b for a, b in itertools.pairwise(partition)):
-            polled = sorted(polled, key=lambda m: m.partition())  # stable: offsets stay in order
-            partition = [m.partition() for m in polled]
-        self._polled = polled
+            polled = sorted(polled, key=Message.partition)  # stable: offsets stay in order
+            partition = list(map(Message.partition, polled))
         self.partition = partition
-        self.offset = [m.offset() for m in polled]
-        self.value = [m.value() for m in polled]
-        self._key: list[bytes | None] | None = None
-        self._timestamp: list[int] | None = None
+        self.offset = list(map(Message.offset, polled))
+        self.value = list(map(Message.value, polled))
+        self.key = list(map(Message.key, polled))
+        if timestamps:
+            self.timestamp = [ms for _, ms in map(Message.timestamp, polled)]
+        else:
+            self.timestamp = [-1] * len(polled)
 
-    @property  # type: ignore[override]
-    def key(self) -> list[bytes | None]:
-        if self._key is None:
-            self._key = [m.key() for m in self._polled]
-        return self._key
 
-    @property  # type: ignore[override]
-    def timestamp(self) -> list[int]:
-        if self._timestamp is None:
-            self._timestamp = [m.timestamp()[1] for m in self._polled]
-        return self._timestamp
+@contextmanager
+def _collection_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused (if it runs). A poll makes tens of thousands
+    of message objects, none in a cycle: traced while they live, they reach the collector's
+    oldest generation and make its full collections (which trace every object) frequent —
+    a quarter of a pass-through's time. Made and dropped while it is paused, they are freed by
+    reference counting alone."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+class _Refused(Exception):
+    """librdkafka refused a message when handed it: `error`, after `taken` were taken."""
+
+    def __init__(self, error: KafkaCallError, taken: int):
+        super().__init__(error.reason)
+        self.error, self.taken = error, taken
 
 
 class ConfluentProducer:
-    """A librdkafka producer (acks=all, idempotent); `settled` runs inside `send`/`flush`."""
+    """A librdkafka producer (acks=all, idempotent). Only failed deliveries are reported
+    (``delivery.report.only.error``): an acknowledgement costs Python nothing, and
+    `unsettled` is librdkafka's count of messages not acknowledged yet. A failed one is kept,
+    with its bytes, for `failures`; reports are served inside `send_many`, `unsettled`,
+    `flush` and `abort`."""
 
     def __init__(self, servers: Sequence[str], settings: Mapping[str, Any]):
         from confluent_kafka import KafkaException, Producer
@@ -397,12 +436,22 @@ class ConfluentProducer:
             "bootstrap.servers": ",".join(servers),
             "acks": "all",
             "enable.idempotence": True,
+            "delivery.report.only.error": True,
+            "on_delivery": self._report,
             "logger": _LOG,
         }
+        self._failed: list[Failed] = []
         try:
             self._producer = Producer(config)
         except (KafkaException, ValueError, TypeError) as e:
             raise KafkaCallError(_describe(e).reason, retriable=False) from None
+
+    def _report(self, error: Any, message: Any) -> None:
+        if error is not None:
+            self._failed.append(
+                Failed(_describe(error), message.topic(), message.value(), message.key(),
+                       message.headers())
+            )  # fmt: skip
 
     def send_many(
         self,
@@ -410,52 +459,109 @@ class ConfluentProducer:
         values: Sequence[bytes | None],
         keys: Sequence[bytes | None] | None,
         headers: Sequence[list[tuple[str, bytes]] | None] | None,
-        settled: Settled,
-        token: Any,
     ) -> None:
-        from confluent_kafka import KafkaException
-
-        produce, serve = self._producer.produce, self._producer.poll
-        i, n, full_since = 0, len(values), 0.0
+        i, full_since = 0, 0.0
+        batch = getattr(self._producer, "produce_batch", None)  # confluent-kafka >= 2.12
         try:
-            while i < n:
-                report = partial(_deliver, settled, token, i)
-                header = headers[i] if headers is not None else None
-                key = keys[i] if keys is not None else None
-                try:
-                    if header:
-                        produce(topic, values[i], key, on_delivery=report, headers=header)
-                    else:
-                        produce(topic, values[i], key, on_delivery=report)
-                except BufferError:  # librdkafka's queue is full: let it drain
+            while i < len(values):
+                if headers is None and batch is not None:
+                    i += self._produce_batch(topic, values, keys, i)
+                else:
+                    i += self._produce(topic, values, keys, headers, i)
+                if i < len(values):  # librdkafka's queue is full: let it drain
                     now = time.monotonic()
                     full_since = full_since or now
                     if now - full_since > _QUEUE_FULL_S:
                         raise KafkaCallError(
                             f"producer queue full for {_QUEUE_FULL_S:g} s", retriable=True
-                        ) from None
-                    serve(0.05)
-                    continue
-                full_since = 0.0
-                i += 1
-                if i % _SERVE_EVERY == 0:
-                    serve(0)
-        except KafkaException as e:
-            error = _describe(e)
-            error.handed = i  # type: ignore[attr-defined]
-            raise error from None
+                        )
+                    self._producer.poll(0.05)
+        except _Refused as e:
+            e.error.handed = i + e.taken  # type: ignore[attr-defined]
+            raise e.error from None
         except KafkaCallError as e:
             e.handed = i  # type: ignore[attr-defined]
             raise
+        self._producer.poll(0)
+
+    def _produce_batch(
+        self, topic: str, values: Sequence[bytes | None], keys: Sequence[bytes | None] | None,
+        start: int,
+    ) -> int:
+        """Hand values[start:] over, `_SERVE_EVERY` at a time (only failures are reported, so
+        `send_many` serves them once at its end); how many were taken before the queue was full. A message refused on its own (the queue
+        had room) counts as taken and failed; one refused with all after it: `_Refused`."""
+        taken = 0
+        for at in range(start, len(values), _SERVE_EVERY):
+            stop = min(at + _SERVE_EVERY, len(values))
+            if keys is None:
+                messages = [{"value": v} for v in values[at:stop]]
+            else:
+                messages = [{"value": v, "key": k} for v, k in zip(values[at:stop], keys[at:stop])]
+            queued = self._producer.produce_batch(topic, messages)
+            if queued < len(messages):
+                errors = [m.get("_error") for m in messages]
+                first = next(j for j, e in enumerate(errors) if e is not None)
+                if all(e is not None for e in errors[first:]):  # librdkafka stops at queue full
+                    if errors[first].name() != "_QUEUE_FULL":
+                        raise _Refused(_describe(errors[first]), taken + first)
+                    return taken + first
+                for j, e in enumerate(errors):  # refused one by one, others taken after them
+                    if e is not None:
+                        self._failed.append(
+                            Failed(_describe(e), topic, messages[j]["value"],
+                                   messages[j].get("key"), None)
+                        )  # fmt: skip
+            taken += len(messages)
+        return taken
+
+    def _produce(
+        self, topic: str, values: Sequence[bytes | None], keys: Sequence[bytes | None] | None,
+        headers: Sequence[list[tuple[str, bytes]] | None] | None, start: int,
+    ) -> int:
+        """Hand values[start:] over one by one; how many were taken before the queue was
+        full (`_Refused` if librdkafka refuses one)."""
+        from confluent_kafka import KafkaException
+
+        produce = self._producer.produce
+        for i in range(start, len(values)):
+            header = headers[i] if headers is not None else None
+            key = keys[i] if keys is not None else None
+            try:
+                if header:
+                    produce(topic, values[i], key, headers=header)
+                else:
+                    produce(topic, values[i], key)
+            except BufferError:
+                return i - start
+            except KafkaException as e:
+                raise _Refused(_describe(e), i - start) from None
+            if (i + 1) % _SERVE_EVERY == 0:
+                self._producer.poll(0)
+        return len(values) - start
+
+    def unsettled(self) -> int:
+        self._producer.poll(0)
+        return len(self._producer)
+
+    def failures(self) -> list[Failed]:
+        failed, self._failed = self._failed, []
+        return failed
 
     def flush(self, timeout: float) -> None:
         self._producer.flush(timeout)
+
+    def abort(self) -> list[Failed]:
+        """Purge every message not acknowledged (librdkafka reports each as failed) and
+        close; the failures not taken yet, in the order reported."""
+        self._producer.purge(in_queue=True, in_flight=True, blocking=True)
+        deadline = time.monotonic() + _ABORT_S
+        while len(self._producer) and time.monotonic() < deadline:
+            self._producer.poll(0.01)
+        self._producer.poll(0)
+        return self.failures()
 
     def close(self, timeout: float) -> None:
         if timeout <= 0:
             self._producer.purge(in_queue=True, in_flight=True, blocking=False)
         self._producer.flush(max(timeout, 0.0))
-
-
-def _deliver(settled: Settled, token: Any, index: int, error: Any, _message: Any) -> None:
-    settled(token, index, None if error is None else _describe(error))

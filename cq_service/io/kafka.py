@@ -207,6 +207,7 @@ class KafkaReader(SourceReader):
                     max_records=self.batch_rows,
                     refresh_ms=int(_REFRESH_S * 1000),
                     settings=settings,
+                    timestamps=self._decoder.record_time,
                 ),
             )
         except TopicMissing:
@@ -368,12 +369,12 @@ class KafkaReader(SourceReader):
         """Not live: the next records below the end offsets as of opening; None after them."""
         deadline = time.monotonic() + _STALL_S
         while True:
-            self._update_finished()
+            left = self._update_finished()
             if len(self._finished) == len(self._partitions):
                 return None
             if self._paused:
                 return self._with_heartbeat(self._chunk(_Polled({})), {}, 0.0)
-            polled = self._poll(_END_POLL_MS)
+            polled = self._poll(_END_POLL_MS, left)
             if len(polled):
                 chunk = self._chunk(polled)
                 self._update_finished()
@@ -390,16 +391,25 @@ class KafkaReader(SourceReader):
                     self._span,
                 )
 
-    def _update_finished(self) -> None:
+    def _update_finished(self) -> int:
+        """Not live: note the partitions read up to their end offsets; the messages left."""
+        left = 0
         for p in self._partitions:
-            if p not in self._finished and self._position(p) >= self._end_at_open.get(p, 0):
-                self._finished.add(p)
-                self._consumer.pause([p])
+            if p not in self._finished:
+                end, position = self._end_at_open.get(p, 0), self._position(p)
+                if position >= end:
+                    self._finished.add(p)
+                    self._consumer.pause([p])
+                left += max(0, end - position)
+        return left
 
-    def _poll(self, timeout_ms: int) -> _Polled:
+    def _poll(self, timeout_ms: int, left: int | None = None) -> _Polled:
+        """A poll of at most the read limit and `left` messages: a poll returns early only
+        once it has as many as it may return (confluent-kafka), so asking no more than are
+        left before the end spares the wait for messages that will not come."""
         try:
             most = self.batch_rows if self._read_limit is None else max(1, self._read_limit)
-            polled = self._consumer.poll(timeout_ms, most)
+            polled = self._consumer.poll(timeout_ms, max(1, min(most, left or most)))
         except KafkaCallError as e:
             raise self._failure(e, f"cannot read Kafka topic {self.topic!r}") from None
         if not self.live:
@@ -412,7 +422,9 @@ class KafkaReader(SourceReader):
             return polled
         parts = np.asarray(polled.partition)
         offsets = np.asarray(polled.offset, dtype=np.int64)
-        ends = np.asarray([self._end_at_open.get(p, 0) for p in polled.partition], np.int64)
+        ends = np.zeros(len(parts), np.int64)
+        for p in np.unique(parts).tolist():
+            ends[parts == p] = self._end_at_open.get(p, 0)
         past = offsets >= ends
         if not past.any():
             return polled

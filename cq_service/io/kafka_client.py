@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -34,6 +34,7 @@ __all__ = [
     "OWN_PRODUCER",
     "ConsumerClient",
     "ConsumerConfig",
+    "Failed",
     "KafkaCallError",
     "ProducerClient",
     "TopicMissing",
@@ -197,8 +198,9 @@ class TopicMissing(KafkaCallError):
 class ConsumerConfig:
     """What a consumer is made with: the brokers, the topic, the group it commits to (None:
     none), where a partition without a position starts (`reset`: earliest or latest), the most
-    messages a poll returns, the user's `consumer:` settings (checked already) and how often
-    the topic's partitions are asked again."""
+    messages a poll returns, the user's `consumer:` settings (checked already), how often
+    the topic's partitions are asked again, and whether `Messages.timestamp` is wanted (else a
+    client may leave every one -1, as for a message without one)."""
 
     servers: Sequence[str]
     topic: str
@@ -207,6 +209,7 @@ class ConsumerConfig:
     max_records: int
     refresh_ms: int
     settings: Mapping[str, Any] = field(default_factory=dict)
+    timestamps: bool = True
 
 
 class ConsumerClient(Protocol):
@@ -230,16 +233,24 @@ class ConsumerClient(Protocol):
     def close(self) -> None: ...
 
 
-# A message's fate, called once per message sent: settled(token, index, None) when message
-# `index` of the `send_many` call with `token` is acknowledged, else with why it was not.
-Settled = Callable[[Any, int, KafkaCallError | None], None]
+@dataclass(frozen=True)
+class Failed:
+    """A message a producer gave up on (or dropped, when aborted), with why: the writer sends
+    it again, or reports it if it was refused for good."""
+
+    error: KafkaCallError
+    topic: str
+    value: bytes | None
+    key: bytes | None
+    headers: list[tuple[str, bytes]] | None
 
 
 class ProducerClient(Protocol):
-    """A producer (acks=all, idempotent). `send_many` hands messages over in order and arranges
-    for `settled` once each is acknowledged or given up on; the callbacks run inside
-    `send_many`, `flush` or (kafka-python) its I/O thread. A KafkaCallError from `send_many`
-    carries `handed`: how many of the messages were handed over before it."""
+    """A producer (acks=all, idempotent). `send_many` hands messages over in order (a
+    KafkaCallError from it carries `handed`: how many were handed over before it). The producer
+    counts the messages neither acknowledged nor given up on (`unsettled`) and keeps each it
+    gave up on, bytes and all, until `failures` takes them (in the order it gave them up; a
+    partition's in the order sent)."""
 
     def send_many(
         self,
@@ -247,8 +258,9 @@ class ProducerClient(Protocol):
         values: Sequence[bytes | None],
         keys: Sequence[bytes | None] | None,
         headers: Sequence[list[tuple[str, bytes]] | None] | None,
-        settled: Settled,
-        token: Any,
     ) -> None: ...
+    def unsettled(self) -> int: ...
+    def failures(self) -> list[Failed]: ...
     def flush(self, timeout: float) -> None: ...  # wait up to `timeout` s for acknowledgements
+    def abort(self) -> list[Failed]: ...  # drop what is unsettled, as failures; then closed
     def close(self, timeout: float) -> None: ...

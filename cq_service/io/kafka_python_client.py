@@ -6,8 +6,10 @@ KafkaProducer's own names (``linger_ms``).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
+from dataclasses import replace
 from typing import Any
 
 from cq_service.io.kafka_client import (
@@ -16,8 +18,8 @@ from cq_service.io.kafka_client import (
     OWN_CONSUMER,
     OWN_PRODUCER,
     ConsumerConfig,
+    Failed,
     KafkaCallError,
-    Settled,
     TopicMissing,
     check_settings,
     describe_kafka_error,
@@ -201,12 +203,18 @@ class PythonConsumer:
 
 
 class PythonProducer:
-    """A KafkaProducer (acks=all); `settled` runs on its I/O thread."""
+    """A KafkaProducer (acks=all). Each message's future settles on its I/O thread: the
+    messages not settled yet are kept (in the order sent), so those given up on and those
+    dropped by `abort` can be handed back with their bytes."""
 
     def __init__(self, servers: Sequence[str], settings: Mapping[str, Any]):
         from kafka import KafkaProducer
         from kafka.errors import KafkaError
 
+        self._lock = threading.Lock()
+        self._open: dict[int, Failed] = {}  # sent, not settled: by number, in the order sent
+        self._failed: list[Failed] = []
+        self._sent = 0
         try:
             self._producer = KafkaProducer(
                 bootstrap_servers=list(servers), api_version=API_VERSION, acks="all",
@@ -221,8 +229,6 @@ class PythonProducer:
         values: Sequence[bytes | None],
         keys: Sequence[bytes | None] | None,
         headers: Sequence[list[tuple[str, bytes]] | None] | None,
-        settled: Settled,
-        token: Any,
     ) -> None:
         from kafka.errors import KafkaError
 
@@ -230,19 +236,49 @@ class PythonProducer:
         for i, value in enumerate(values):
             key = keys[i] if keys is not None else None
             header = headers[i] if headers is not None else None
+            with self._lock:
+                number = self._sent
+                self._sent += 1
+                self._open[number] = Failed(_UNSETTLED, topic, value, key, header)
             try:
                 future = send(topic, value=value, key=key, headers=header)
             except KafkaError as e:
+                with self._lock:
+                    del self._open[number]
                 error = _call_error(e)
                 error.handed = i  # type: ignore[attr-defined]
                 raise error from None
-            future.add_both(_settle, settled, token, i)
+            future.add_both(self._settle, number)
+
+    def _settle(self, number: int, result: Any) -> None:
+        with self._lock:
+            message = self._open.pop(number, None)
+            if message is not None and isinstance(result, BaseException):
+                self._failed.append(replace(message, error=_call_error(result)))
+
+    def unsettled(self) -> int:
+        with self._lock:
+            return len(self._open)
+
+    def failures(self) -> list[Failed]:
+        with self._lock:
+            failed, self._failed = self._failed, []
+        return failed
 
     def flush(self, timeout: float) -> None:
         from kafka.errors import KafkaError
 
         with suppress(KafkaError):  # KafkaTimeoutError: not all acknowledged yet
             self._producer.flush(timeout=timeout)
+
+    def abort(self) -> list[Failed]:
+        """Close at once; the failures not taken yet, then every message not settled (in the
+        order sent): their acknowledgements no longer count."""
+        with self._lock:
+            failed = self._failed + list(self._open.values())
+            self._failed, self._open = [], {}
+        self.close(0)
+        return failed
 
     def close(self, timeout: float) -> None:
         from kafka.errors import KafkaError
@@ -251,5 +287,4 @@ class PythonProducer:
             self._producer.close(timeout=timeout)
 
 
-def _settle(settled: Settled, token: Any, index: int, result: Any) -> None:
-    settled(token, index, _call_error(result) if isinstance(result, BaseException) else None)
+_UNSETTLED = KafkaCallError("dropped before the broker acknowledged it", retriable=True)

@@ -23,8 +23,8 @@ sources when its sinks hold too much).
 
 from __future__ import annotations
 
+import itertools
 import json
-import threading
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -38,7 +38,9 @@ import pyarrow.compute as pc
 from cq_service.errors import CQError, Outage, Span, Unreachable
 from cq_service.io.base import Sink, SinkError, json_safe, register_sink
 from cq_service.io.kafka_client import (
+    Failed,
     KafkaCallError,
+    ProducerClient,
     bootstrap_servers,
     client_choice,
     dependency_name,
@@ -59,21 +61,17 @@ _SLICE = 1 << 16  # results encoded at a time
 
 
 Headers = list[tuple[str, bytes]]
-_ACKED = 1
 
 
-def _size(values: list[bytes | None], keys: list[bytes | None] | None) -> int:
+def _size(values: Sequence[bytes | None], keys: Sequence[bytes | None] | None) -> int:
     """Bytes of values and keys."""
     return sum(map(len, filter(None, values))) + (sum(map(len, filter(None, keys))) if keys else 0)
 
 
 class _Batch:
-    """Messages to one topic, sent together and kept until every one is acknowledged: `state[i]`
-    is 1 once message i is acknowledged; `round` is the producer they were handed to (a
-    replaced producer's callbacks no longer count). Keeping a batch rather than each message
-    keeps the writer's own work per message to the producer's call."""
+    """Messages to one topic, handed to the producer together."""
 
-    __slots__ = ("acked", "headers", "keys", "round", "size", "state", "topic", "values")
+    __slots__ = ("headers", "keys", "size", "topic", "values")
 
     def __init__(
         self,
@@ -84,9 +82,6 @@ class _Batch:
     ):
         self.topic, self.values, self.keys, self.headers = topic, values, keys, headers
         self.size = _size(values, keys)
-        self.state = bytearray(len(values))
-        self.acked = 0
-        self.round = 0
 
     def __len__(self) -> int:
         return len(self.values)
@@ -100,17 +95,18 @@ class _Batch:
             None if self.headers is None else [self.headers[i] for i in rows],
         )
 
-    def truncate(self, n: int) -> None:
-        """Keep only the first `n` messages."""
-        self.values = self.values[:n]
-        self.keys = None if self.keys is None else self.keys[:n]
-        self.headers = None if self.headers is None else self.headers[:n]
-        self.state = self.state[:n]
-        self.acked = self.state.count(_ACKED)
-        self.size = _size(self.values, self.keys)
-
-    def unacknowledged(self) -> _Batch:
-        return self.part([i for i, s in enumerate(self.state) if s != _ACKED])
+    @staticmethod
+    def of(failed: Sequence[Failed]) -> list[_Batch]:
+        """Messages a producer gave up on, as batches (one per run of the same topic)."""
+        batches = []
+        for topic, run in itertools.groupby(failed, key=lambda f: f.topic):
+            messages = list(run)
+            headers = [f.headers for f in messages]
+            batches.append(_Batch(
+                topic, [f.value for f in messages], [f.key for f in messages],
+                headers if any(headers) else None,
+            ))  # fmt: skip
+        return batches
 
 
 class KafkaWriter:
@@ -118,7 +114,12 @@ class KafkaWriter:
 
     `role` says what it writes (``sink topic out``) in outage reports; `error` is the class of
     the errors it raises for messages refused for good; `client` the library (default: as
-    `client_choice` says)."""
+    `client_choice` says).
+
+    The producer counts the messages not acknowledged yet and hands back, bytes and all, those
+    it gave up on: the writer keeps no copy of a message once handed over, only the size of
+    each batch, to count the bytes `pending` (the oldest batches are taken as the ones
+    acknowledged first, as they are within a partition)."""
 
     def __init__(
         self,
@@ -144,21 +145,21 @@ class KafkaWriter:
             raise error(reason, span)
         self._settings = dict(settings or {})
         self._probe = Probe(self.servers)
-        self._handed: deque[_Batch] = deque()  # given to the producer, oldest first
+        self._handed: deque[tuple[int, int]] = deque()  # (messages, bytes) handed, oldest first
+        self._sent = 0  # messages handed to this producer
+        self._forgotten = 0  # of them, in batches counted as acknowledged (`_trim`)
         self._kept: deque[_Batch] = deque()  # not given yet (the brokers were away)
+        self._failed: list[Failed] = []  # what the producer gave up on: sent again
         self._bytes = 0
-        self._lock = threading.Lock()  # the producer's callbacks come from its I/O thread
-        self._acked = 0  # acknowledgements so far (progress, for `flush`)
-        self._failed: list[KafkaCallError] = []  # what the producer gave up on, this round
-        self._round = 0  # producers made so far
         self._refused: KafkaCallError | None = None  # a message refused for good
         self.outage: Outage | None = None
         self._closed = False
-        self._producer: Any = None
+        self._producer: ProducerClient | None = None
         self._producer = self._new_producer()
 
-    def _new_producer(self) -> Any:
-        self._round += 1
+    def _new_producer(self) -> ProducerClient:
+        self._handed.clear()
+        self._sent = self._forgotten = 0
         try:
             return open_producer(self.client, self.servers, self._settings)
         except KafkaCallError as e:
@@ -209,19 +210,14 @@ class KafkaWriter:
                 self._producer = self._new_producer()
         except Unreachable:
             return batch
-        batch.round = self._round
-        self._handed.append(batch)
         try:
-            self._producer.send_many(
-                batch.topic, batch.values, batch.keys, batch.headers, self._settled, batch
-            )
+            self._producer.send_many(batch.topic, batch.values, batch.keys, batch.headers)
         except KafkaCallError as e:
             handed = getattr(e, "handed", 0)
             rest = batch.part(range(handed, len(batch)))
-            with self._lock:  # the handed part stays, for its callbacks
-                batch.truncate(handed)
-                if not handed:
-                    self._handed.pop()
+            if handed:
+                self._handed.append((handed, batch.size - rest.size))
+                self._sent += handed
             if e.retriable:
                 self._away(e.reason)
                 return rest
@@ -229,53 +225,41 @@ class KafkaWriter:
             raise self._error(
                 f"cannot send to Kafka topic {batch.topic!r}: {e.reason}", self._span
             ) from None
+        self._handed.append((len(batch), batch.size))
+        self._sent += len(batch)
         return None
-
-    def _settled(self, batch: _Batch, index: int, error: KafkaCallError | None) -> None:
-        """The producer's callback (confluent-kafka: inside send or flush; kafka-python: from
-        its I/O thread): message `index` of `batch` was acknowledged or given up on."""
-        with self._lock:
-            if batch.round != self._round:
-                return  # a replaced producer's: the message was kept again
-            self._acked += 1
-            if error is not None:
-                self._failed.append(error)
-            elif batch.state[index] != _ACKED:
-                batch.state[index] = _ACKED
-                batch.acked += 1
 
     # -- flushing -------------------------------------------------------------------------------
 
     @property
     def pending(self) -> tuple[int, int]:
-        """Messages not acknowledged yet, and the bytes (keys and values) of the batches they
-        are in."""
-        self._trim()
-        with self._lock:
-            handed = sum(len(b) - b.acked for b in self._handed)
-        return handed + sum(len(b) for b in self._kept), self._bytes
+        """Messages not acknowledged yet, and their bytes (keys and values; of those handed
+        over, counted by batch)."""
+        unsettled = self._trim()
+        return unsettled + len(self._failed) + sum(len(b) for b in self._kept), self._bytes
 
     def flush(self, timeout: float | None = None) -> None:
         """Return once every message sent so far is acknowledged. Raises `Unreachable` when
         the brokers are away or acknowledge nothing for `timeout` seconds (default
         `flush_timeout`), the writer's `error` for a message refused for good."""
         timeout = self.flush_timeout if timeout is None else timeout
+        self._trim()
         self._check_refused()
         if self.outage is not None or self._kept or self._failed:
             self._resume()
-        progress, acked = time.monotonic(), self._acked
+        progress, left = time.monotonic(), None
         while True:
-            self._trim()
+            unsettled = self._trim()
             self._check_failures()
-            if not self._handed:
+            if not unsettled:
                 break
-            self._producer.flush(_SLICE_S)
-            if self._acked != acked:
-                progress, acked = time.monotonic(), self._acked
+            assert self._producer is not None
+            if left is None or unsettled < left:
+                progress, left = time.monotonic(), unsettled
             elif time.monotonic() - progress >= timeout:
-                n = len(self._handed)
-                reason = f"{n} messages not acknowledged for {timeout:g} s"
+                reason = f"{unsettled} messages not acknowledged for {timeout:g} s"
                 raise Unreachable(self._away(reason), self._span)
+            self._producer.flush(_SLICE_S)
         self.outage = None
 
     def _resume(self) -> None:
@@ -283,7 +267,6 @@ class KafkaWriter:
         gave up on and hand over what was kept, in order. Unreachable while they do not."""
         if not self._probe.check_now():
             raise Unreachable(self._away(self._probe.reason, probe=False), self._span)
-        self._trim()
         if self._failed:
             self._replace_producer()
         while self._kept:
@@ -294,31 +277,38 @@ class KafkaWriter:
                 raise Unreachable(self.outage, self._span)
 
     def _replace_producer(self) -> None:
-        """A new producer, and every handed message not acknowledged back in front of the
-        kept ones (as new messages: the old producer's callbacks no longer count)."""
+        """A new producer; what the old one gave up on, and every message it had not settled,
+        back in front of the kept ones (the old producer's acknowledgements no longer
+        count)."""
         old, self._producer = self._producer, None
-        with self._lock:
-            self._round += 1
-            self._failed.clear()
-            again = [b.unacknowledged() for b in self._handed]
-            self._bytes += sum(b.size for b in again) - sum(b.size for b in self._handed)
-            self._handed.clear()
-        self._kept.extendleft(reversed([b for b in again if len(b)]))
-        _close_quietly(old)
+        failed = self._failed + (old.abort() if old is not None else [])
+        self._failed = []
+        self._kept.extendleft(reversed(_Batch.of(failed)))
+        self._bytes = sum(b.size for b in self._kept)
         self._producer = self._new_producer()  # Unreachable: made later, when handing over
 
-    def _trim(self) -> None:
-        """Forget the batches at the front whose messages are all acknowledged."""
+    def _trim(self) -> int:
+        """Take what the producer gave up on; forget the batches at the front that the
+        messages it settled account for. The messages it has not settled."""
+        if self._producer is None:
+            return 0
+        failed = self._producer.failures()
+        if failed:
+            self._failed.extend(failed)
+            self._bytes += sum(_size([f.value], [f.key]) for f in failed)
+        unsettled = self._producer.unsettled()
+        settled = self._sent - unsettled
         handed = self._handed
-        while handed and handed[0].acked == len(handed[0]):
-            self._bytes -= handed.popleft().size
+        while handed and self._forgotten + handed[0][0] <= settled:
+            n, size = handed.popleft()
+            self._forgotten += n
+            self._bytes -= size
+        return unsettled
 
     def _check_refused(self) -> None:
         """Raise the writer's `error` for a message refused for good (now and for ever after)."""
         if self._refused is None:
-            with self._lock:
-                failed = list(self._failed)
-            self._refused = next((e for e in failed if not e.retriable), None)
+            self._refused = next((f.error for f in self._failed if not f.error.retriable), None)
         if self._refused is not None:
             raise self._error(f"Kafka rejected a message: {self._refused.reason}", self._span)
 
@@ -327,7 +317,7 @@ class KafkaWriter:
         sent again once the brokers answer)."""
         self._check_refused()
         if self._failed:
-            raise Unreachable(self._away(self._failed[0].reason), self._span)
+            raise Unreachable(self._away(self._failed[0].error.reason), self._span)
 
     def _away(self, reason: str, probe: bool = True) -> Outage:
         """Count the brokers as away, for `reason`; the outage."""
@@ -342,15 +332,16 @@ class KafkaWriter:
         """Forget every message not acknowledged yet (whoever sent them sends them again):
         the producer is replaced; the writer stays away until a flush succeeds."""
         old, self._producer = self._producer, None
-        with self._lock:
-            self._round += 1
-            self._failed.clear()
-            self._handed.clear()
+        self._failed = []
         self._kept.clear()
         self._bytes = 0
-        _close_quietly(old)
+        if old is not None:
+            with suppress(KafkaCallError, OSError):
+                old.abort()
         with suppress(Unreachable):  # else made when the next message is handed over
             self._producer = self._new_producer()
+        self._handed.clear()
+        self._sent = self._forgotten = 0
 
     def close(self) -> None:
         """Close the producer (without flushing: call `flush` first to know the outcome;
@@ -360,17 +351,8 @@ class KafkaWriter:
         self._closed = True
         self._probe.close()
         if self._producer is not None:
-            self._trim()
-            waiting = bool(self._handed) and self.outage is None
+            waiting = self._producer.unsettled() > 0 and self.outage is None
             self._producer.close(self.flush_timeout if waiting else 0)
-
-
-def _close_quietly(producer: Any) -> None:
-    """Close a producer being dropped, at once; what it still held is sent again or not
-    needed, so its errors do not matter."""
-    if producer is not None:
-        with suppress(KafkaCallError, OSError):
-            producer.close(0)
 
 
 # -- results as messages -----------------------------------------------------------------------
