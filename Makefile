@@ -17,6 +17,9 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[dev,batch,bench]"
+	# .pyc files for the checkout (the environment may set PYTHONDONTWRITEBYTECODE): every
+	# `cq` process the tests start imports them instead of compiling the package again
+	$(PY) -m compileall -q cq_service
 	touch $(STAMP)
 
 # PyFlink for the NEXMark benchmark, in a venv of its own (it pins an older pyarrow). Its
