@@ -39,8 +39,8 @@ class RelationToStream(UnaryOperator):
         if self.sign > 0 and bool((done.w > 0).all()):
             self.emit(expand(done))  # nothing to cancel
             return
-        # Only elements that may cancel need consolidating: those whose (instant, first int
-        # column) also occurs with the other sign. The rest pass as they are.
+        # Only elements that may cancel need consolidating: those whose (instant, int columns)
+        # also occurs with the other sign. The rest pass as they are.
         wanted = done.w * self.sign > 0
         maybe = _may_cancel(done)
         sure = done.filter(wanted & ~maybe)
@@ -57,7 +57,8 @@ class RelationToStream(UnaryOperator):
 
 def _may_cancel(batch: Batch) -> np.ndarray:
     """True for elements that might cancel with an element of the other sign at the same
-    instant (a superset: everything, when no int column can narrow it down)."""
+    instant: a superset, by a hash of the instant and every int column (NULL hashed as 0;
+    everything at the instant when no int column can narrow it down)."""
     pos = batch.w > 0
     if pos.all() or not pos.any():
         return np.zeros(len(batch), dtype=bool)
@@ -67,7 +68,6 @@ def _may_cancel(batch: Batch) -> np.ndarray:
             vals = col.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
             with np.errstate(over="ignore"):
                 key = key * np.int64(1_000_003) + vals
-            break
     out = np.empty(len(key), dtype=bool)
     for side in (pos, ~pos):
         hits = pc.is_in(pa.array(key[side]), value_set=pa.array(key[~side]))

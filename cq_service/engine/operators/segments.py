@@ -23,7 +23,6 @@ __all__ = ["Deltas", "Extremes", "Linear", "Pairs", "Segments", "group_ids", "li
            "starts_from_lengths"]
 
 _I64 = np.iinfo(np.int64)
-_EXACT_FLOAT = 2**53  # ints below this add exactly in float64
 
 
 class Segments:
@@ -34,7 +33,7 @@ class Segments:
 
     Segment ids come from hashing (instant, group) codes, with no sort; the rows in segment
     order (`order`, None when the batch is already in it) are sorted for only on first use
-    (`take`), which per-segment sums of batch-order values (`segment_sums`) do not need."""
+    (`take`), which per-segment sums of batch-order values (`segment_sums`, np.add.at) do not need."""
 
     def __init__(self, batch: Batch, keys: list[pa.Array]):
         n = len(batch)
@@ -47,11 +46,11 @@ class Segments:
         if keys:
             row_gid = group_ids(keys, n)
             sid = _segment_ids(ts, row_gid)
-            first = _first_occurrences(sid)
+            self.grow = _first_occurrences(row_gid)  # each group's first row: its key's
+            first = self.grow if sid is row_gid else _first_occurrences(sid)
             lengths = np.bincount(sid, minlength=len(first))
             starts = starts_from_lengths(lengths)
             self.gid = row_gid[first]
-            self.grow = _first_occurrences(row_gid)  # each group's first row: its key's
             self._gkeys: list[tuple] | None = None
             self._sid: np.ndarray | None = sid
             self._ordered = _is_sorted(sid)  # already in segment order
@@ -121,12 +120,8 @@ class Segments:
         """Per segment, the exact sum of int `a` (one value per row, batch order)."""
         if self._sid is None or self._ordered or self._order is not None:
             return self.sums(self.take(a))
-        sid, S = self._sid, len(self.starts)
-        bound = max(-int(a.min()), int(a.max()))
-        if bound * self.n < _EXACT_FLOAT:  # every partial sum is an exact float64
-            return np.bincount(sid, weights=a, minlength=S).astype(np.int64)
-        out = np.zeros(S, dtype=np.int64)
-        np.add.at(out, sid, a)
+        out = np.zeros(len(self.starts), dtype=np.int64)
+        np.add.at(out, self._sid, a)  # unbuffered: exact, and fast for int64 in numpy ≥ 2
         return out
 
     def segment_ids(self) -> np.ndarray:
