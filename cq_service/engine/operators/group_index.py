@@ -24,7 +24,7 @@ __all__ = ["DictIndex", "IntIndex"]
 
 _EMPTY, _TOMB = -1, -2  # `slots` of a bucket without a key, and of a key deleted
 _FIB = np.uint64(0x9E3779B97F4A7C15)  # 2**64 / golden ratio: spreads keys over the high bits
-_MIN_BITS = 10
+_MIN_BITS = 4  # small: tables of a few groups (as in the property tests) grow, probe and rebuild
 
 
 class DictIndex:
