@@ -221,11 +221,15 @@ def _output(seg: Segments, perm: np.ndarray, gp: np.ndarray, minus: np.ndarray,
             out_types: list[DataType], ticks: np.ndarray) -> Batch:
     """The − rows (values before) at `minus` and + rows (values after) at `plus` (positions in
     group-major order), in the order of their segments, − before +."""
-    order_key = np.concatenate([2 * perm[minus], 2 * perm[plus] + 1])
-    order = np.argsort(order_key, kind="stable")
-    pos = np.concatenate([minus, plus])[order]
-    after = np.concatenate([np.zeros(len(minus), dtype=bool), np.ones(len(plus), dtype=bool)])
-    after = after[order]
+    S = len(perm)  # each output row's place: 2 * segment (+ 1 for +), marked, read in order
+    mark = np.zeros(2 * S, dtype=bool)
+    mark[2 * perm[minus]] = True
+    mark[2 * perm[plus] + 1] = True
+    place = np.flatnonzero(mark)
+    after = (place & 1).astype(bool)
+    inv = np.empty(S, dtype=np.int64)
+    inv[perm] = np.arange(S)
+    pos = inv[place >> 1]
     nk = len(keys)
     rows_idx = pa.array(seg.grow[gp[pos]], type=pa.int64())
     cols: list[pa.Array] = []

@@ -207,10 +207,13 @@ class Linear(Deltas):
         self.fn = fn
         self.counts = counts
         self.sums = sums
-        self._c = counts.tolist()
-        self._s = sums.tolist() if sums is not None else None
+        self._c: list[int] | None = None  # as lists, for the general path: made on first use
+        self._s: list[int] | None = None
 
     def apply(self, acc: Acc, i: int) -> None:  # type: ignore[override]
+        if self._c is None:
+            self._c = self.counts.tolist()
+            self._s = self.sums.tolist() if self.sums is not None else None
         acc.apply((self._c[i], self._s[i] if self._s is not None else 0))
 
 
