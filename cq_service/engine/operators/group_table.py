@@ -83,11 +83,16 @@ class GroupTable:
         known = slot >= 0
         ks = slot[known]
         # group-major order of the segments; `cum`: running sums per group from its start
-        perm = np.argsort(seg.gid, kind="stable")
-        gp = seg.gid[perm]
-        lengths = np.bincount(gp, minlength=G)
-        gstart = starts_from_lengths(lengths)
-        glast = gstart + lengths - 1
+        single = len(seg) == G  # one segment per group (one instant): already group-major
+        if single:
+            perm = gp = gstart = glast = np.arange(G)
+            lengths = np.ones(G, dtype=np.int64)
+        else:
+            perm = np.argsort(seg.gid, kind="stable")
+            gp = seg.gid[perm]
+            lengths = np.bincount(gp, minlength=G)
+            gstart = starts_from_lengths(lengths)
+            glast = gstart + lengths - 1
 
         def init(a: np.ndarray) -> np.ndarray:
             x = np.zeros(G, dtype=np.int64)
@@ -96,6 +101,8 @@ class GroupTable:
 
         def cum(x: np.ndarray, x0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             """Per segment (group-major) the value after it and the value before it."""
+            if single:
+                return x0 + x, x0
             xp = x[perm]
             c = np.cumsum(xp)
             after = c + np.repeat(x0 - (c[gstart] - xp[gstart]), lengths)
