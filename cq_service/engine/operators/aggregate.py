@@ -162,12 +162,13 @@ class Aggregate(MultiInputOperator):
             return Extremes(call, arg, seg)
         if call.distinct or call.fn in ("min", "max") or not linear_safe(call, arg, n):
             return Pairs(arg, batch, seg)  # per distinct value: exact for floats and big ints
-        w = seg.w
-        valid = seg.take(np.asarray(arg.is_valid().to_numpy(zero_copy_only=False), dtype=bool))
-        counts = seg.sums(w * valid)
+        w = batch.w
+        counts = seg.drows
+        if arg.null_count:
+            counts = seg.segment_sums(w * arg.is_valid().to_numpy(zero_copy_only=False))
         if call.fn in ("sum", "avg"):
-            vals = seg.take(np.asarray(arg.fill_null(0).to_numpy(zero_copy_only=False)))
-            return Linear(call.fn, counts, seg.sums(vals * w))
+            vals = np.asarray(arg.fill_null(0).to_numpy(zero_copy_only=False))
+            return Linear(call.fn, counts, seg.segment_sums(vals * w))
         return Linear("count", counts, None)
 
     def _general(

@@ -2,8 +2,8 @@
 
 `GroupTable` holds, for every live group, its row multiplicity and per aggregate its count of
 non-NULL values and its int total, in numpy arrays indexed by a slot. One int key is found
-in a sorted numpy array of the keys (binary search, no Python object per key); other keys in
-a dict from the key tuple to its slot. A batch (cut into (instant, group) segments with its per-segment deltas,
+in a numpy hash table (no Python object per key); other keys in a dict from the key tuple to
+its slot (group_index.py). A batch (cut into (instant, group) segments with its per-segment deltas,
 segments.py) is applied with array operations only: running counts and totals per segment in
 group-major order, the old and new result of each segment compared as arrays, the changed ones
 emitted as one Arrow batch in segment order (− old before + new, as the operator's general path
@@ -25,6 +25,7 @@ import pyarrow as pa
 from cq_service.cql.logical import AggCall, BExpr
 from cq_service.engine.batch import Batch
 from cq_service.engine.operators.accumulators import Group, make_accumulator
+from cq_service.engine.operators.group_index import DictIndex, IntIndex
 from cq_service.engine.operators.segments import Deltas, Linear, Segments, starts_from_lengths
 from cq_service.types import DataType, arrow_type
 
@@ -34,6 +35,7 @@ __all__ = ["GroupTable"]
 # canonicalises NaN and tells 0.0 from -0.0 by the first one seen).
 _KEY_TYPES = frozenset({DataType.INT, DataType.TIMESTAMP, DataType.STRING, DataType.BOOL})
 _EXACT_FLOAT = 2**53  # ints up to this are exact in float64, so t / k is correctly rounded
+_DictIndex, _IntIndex = DictIndex, IntIndex  # their names in snapshots taken before group_index
 
 
 class GroupTable:
@@ -42,7 +44,7 @@ class GroupTable:
     def __init__(self, keys: tuple[BExpr, ...], calls: tuple[AggCall, ...]):
         self.fns = [c.fn for c in calls]
         one_int = len(keys) == 1 and keys[0].type in (DataType.INT, DataType.TIMESTAMP)
-        self.index: _IntIndex | _DictIndex = _IntIndex() if one_int else _DictIndex()
+        self.index: IntIndex | DictIndex = IntIndex() if one_int else DictIndex()
         self.free: list[int] = []  # slots of groups that went away
         self.used = 0  # slots handed out so far
         cap = 1024
@@ -81,11 +83,16 @@ class GroupTable:
         known = slot >= 0
         ks = slot[known]
         # group-major order of the segments; `cum`: running sums per group from its start
-        perm = np.argsort(seg.gid, kind="stable")
-        gp = seg.gid[perm]
-        lengths = np.bincount(gp, minlength=G)
-        gstart = starts_from_lengths(lengths)
-        glast = gstart + lengths - 1
+        single = len(seg) == G  # one segment per group (one instant): already group-major
+        if single:
+            perm = gp = gstart = glast = np.arange(G)
+            lengths = np.ones(G, dtype=np.int64)
+        else:
+            perm = np.argsort(seg.gid, kind="stable")
+            gp = seg.gid[perm]
+            lengths = np.bincount(gp, minlength=G)
+            gstart = starts_from_lengths(lengths)
+            glast = gstart + lengths - 1
 
         def init(a: np.ndarray) -> np.ndarray:
             x = np.zeros(G, dtype=np.int64)
@@ -94,6 +101,8 @@ class GroupTable:
 
         def cum(x: np.ndarray, x0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             """Per segment (group-major) the value after it and the value before it."""
+            if single:
+                return x0 + x, x0
             xp = x[perm]
             c = np.cumsum(xp)
             after = c + np.repeat(x0 - (c[gstart] - xp[gstart]), lengths)
@@ -197,99 +206,6 @@ class GroupTable:
         return out
 
 
-class _DictIndex:
-    """Group keys as Python tuples, each with its slot."""
-
-    __slots__ = ("slots",)
-
-    def __init__(self) -> None:
-        self.slots: dict[tuple, int] = {}
-
-    def __len__(self) -> int:
-        return len(self.slots)
-
-    def lookup(self, seg: Segments) -> tuple[np.ndarray, list[tuple]] | None:
-        """Each batch group's slot (-1: new), or None when keys distinct in Arrow are equal in
-        Python (0.0 and -0.0)."""
-        gkeys = seg.gkeys
-        if len(set(gkeys)) != len(gkeys):
-            return None
-        get = self.slots.get
-        return np.fromiter((get(k, -1) for k in gkeys), dtype=np.int64, count=len(gkeys)), gkeys
-
-    def update(self, gkeys: list[tuple], gone: np.ndarray, new: np.ndarray,
-               new_slots: np.ndarray) -> None:
-        slots = self.slots
-        for gi in gone.tolist():
-            del slots[gkeys[gi]]
-        for gi, s in zip(new.tolist(), new_slots.tolist()):
-            slots[gkeys[gi]] = s
-
-    def items(self) -> list[tuple[tuple, int]]:
-        return list(self.slots.items())
-
-
-class _IntIndex:
-    """One int key: the keys sorted in a numpy array beside their slots (found by binary
-    search, no Python object per key), and the slot of the NULL key (-1: none)."""
-
-    __slots__ = ("keys", "null", "slots")
-
-    def __init__(self) -> None:
-        self.keys = np.empty(0, dtype=np.int64)
-        self.slots = np.empty(0, dtype=np.int64)
-        self.null = -1
-
-    def __len__(self) -> int:
-        return len(self.keys) + (self.null >= 0)
-
-    def lookup(self, seg: Segments) -> tuple[np.ndarray, tuple]:
-        k = seg.key_values()[0]
-        if isinstance(k, pa.ChunkedArray):
-            k = k.combine_chunks()
-        if k.type != pa.int64():
-            k = k.cast(pa.int64())
-        v = np.asarray(k.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
-        null = np.asarray(k.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-        keys = self.keys
-        pos = np.searchsorted(keys, v)
-        inside = np.flatnonzero(pos < len(keys))
-        hit = np.zeros(len(v), dtype=bool)
-        hit[inside] = keys[pos[inside]] == v[inside]
-        hit &= ~null
-        slot = np.full(len(v), -1, dtype=np.int64)
-        slot[hit] = self.slots[pos[hit]]
-        slot[null] = self.null
-        return slot, (v, null)
-
-    def update(self, where: tuple, gone: np.ndarray, new: np.ndarray,
-               new_slots: np.ndarray) -> None:
-        v, null = where
-        if len(gone):
-            if null[gone].any():
-                self.null = -1
-            gv = v[gone[~null[gone]]]
-            keep = np.ones(len(self.keys), dtype=bool)
-            keep[np.searchsorted(self.keys, gv)] = False
-            self.keys, self.slots = self.keys[keep], self.slots[keep]
-        if len(new):
-            nn = null[new]
-            if nn.any():
-                self.null = int(new_slots[nn][0])
-            nv, ns = v[new[~nn]], new_slots[~nn]
-            order = np.argsort(nv)
-            nv, ns = nv[order], ns[order]
-            at = np.searchsorted(self.keys, nv)
-            self.keys = np.insert(self.keys, at, nv)
-            self.slots = np.insert(self.slots, at, ns)
-
-    def items(self) -> list[tuple[tuple, int]]:
-        out = [((k,), s) for k, s in zip(self.keys.tolist(), self.slots.tolist())]
-        if self.null >= 0:
-            out.append(((None,), self.null))
-        return out
-
-
 def _grown(a: np.ndarray, cap: int) -> np.ndarray:
     out = np.zeros((*a.shape[:-1], cap), dtype=a.dtype)
     out[..., : a.shape[-1]] = a
@@ -312,11 +228,15 @@ def _output(seg: Segments, perm: np.ndarray, gp: np.ndarray, minus: np.ndarray,
             out_types: list[DataType], ticks: np.ndarray) -> Batch:
     """The − rows (values before) at `minus` and + rows (values after) at `plus` (positions in
     group-major order), in the order of their segments, − before +."""
-    order_key = np.concatenate([2 * perm[minus], 2 * perm[plus] + 1])
-    order = np.argsort(order_key, kind="stable")
-    pos = np.concatenate([minus, plus])[order]
-    after = np.concatenate([np.zeros(len(minus), dtype=bool), np.ones(len(plus), dtype=bool)])
-    after = after[order]
+    S = len(perm)  # each output row's place: 2 * segment (+ 1 for +), marked, read in order
+    mark = np.zeros(2 * S, dtype=bool)
+    mark[2 * perm[minus]] = True
+    mark[2 * perm[plus] + 1] = True
+    place = np.flatnonzero(mark)
+    after = (place & 1).astype(bool)
+    inv = np.empty(S, dtype=np.int64)
+    inv[perm] = np.arange(S)
+    pos = inv[place >> 1]
     nk = len(keys)
     rows_idx = pa.array(seg.grow[gp[pos]], type=pa.int64())
     cols: list[pa.Array] = []

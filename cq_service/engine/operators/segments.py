@@ -1,7 +1,7 @@
 """One batch of an aggregate's input cut into segments, and each aggregate's deltas per segment.
 
-A batch is cut into segments, one per (instant, group), with vectorised group codes and one
-sort; segments are numbered in the order of their first element, which is instant order
+A batch is cut into segments, one per (instant, group), with vectorised hashed group codes
+and no sort; segments are numbered in the order of their first element, which is instant order
 (`Segments`). For each aggregate, a `Deltas` gives every segment's change: COUNT and int
 SUM/AVG that cannot overflow as numpy reductions (`Linear`); MIN and MAX of ints, timestamps
 and floats as the change in values and the extremes inserted and deleted (`Extremes`); every
@@ -27,53 +27,49 @@ _I64 = np.iinfo(np.int64)
 
 class Segments:
     """A batch cut into (instant, group) segments, numbered in the order of their first
-    element (so in instant order): the rows in segment order (`order`; None when the batch is
-    already in it), where each segment starts and ends, its instant, its group (`gid`, dense
-    ids with their keys in `gkeys`, read from row `grow` of the batch) and its change in row
-    count."""
+    element (so in instant order): each row's segment (`sid`, batch order), where each segment
+    starts and ends in segment order, its instant, its group (`gid`, dense ids with their keys
+    in `gkeys`, read from row `grow` of the batch) and its change in row count.
+
+    Segment ids come from hashing (instant, group) codes, with no sort; the rows in segment
+    order (`order`, None when the batch is already in it) are sorted for only on first use
+    (`take`), which per-segment sums of batch-order values (`segment_sums`, np.add.at) do not need."""
 
     def __init__(self, batch: Batch, keys: list[pa.Array]):
         n = len(batch)
         ts = batch.ts
-        change = np.empty(n, dtype=bool)
-        change[0] = True
+        self.keys = keys
+        self.n = n
+        self._w = batch.w
+        self._order: np.ndarray | None = None
+        self._ordered = not keys
         if keys:
             row_gid = group_ids(keys, n)
-            order = np.lexsort((row_gid, ts))
-            ts_o, g_o = ts[order], row_gid[order]
-            np.not_equal(ts_o[1:], ts_o[:-1], out=change[1:])
-            change[1:] |= g_o[1:] != g_o[:-1]
-            starts = np.flatnonzero(change)
-            first = order[starts]  # lexsort is stable: each segment's earliest row
-            if np.any(first[1:] < first[:-1]):
-                by_first = np.argsort(first, kind="stable")
-                lengths = np.diff(np.append(starts, n))
-                rank = np.empty_like(by_first)
-                rank[by_first] = np.arange(len(by_first))
-                order = order[np.argsort(np.repeat(rank, lengths), kind="stable")]
-                starts = starts_from_lengths(lengths[by_first])
-                first = first[by_first]
-            self.order: np.ndarray | None = order
+            sid = _segment_ids(ts, row_gid)
+            self.grow = _first_occurrences(row_gid)  # each group's first row: its key's
+            first = self.grow if sid is row_gid else _first_occurrences(sid)
+            lengths = np.bincount(sid, minlength=len(first))
+            starts = starts_from_lengths(lengths)
             self.gid = row_gid[first]
-            _, gfirst = np.unique(self.gid, return_index=True)  # each group's first segment
-            self.grow = first[gfirst]  # each group's first row: where its key is read
             self._gkeys: list[tuple] | None = None
+            self._sid: np.ndarray | None = sid
+            self._ordered = _is_sorted(sid)  # already in segment order
         else:
-            self.order = None
+            change = np.empty(n, dtype=bool)
+            change[0] = True
             np.not_equal(ts[1:], ts[:-1], out=change[1:])
             starts = np.flatnonzero(change)
             self.gid = np.zeros(len(starts), dtype=np.int64)
             self._gkeys = [()]
             self.grow = np.zeros(1, dtype=np.int64)
             first = starts
-        self.keys = keys
-        self.n = n
-        self.w = batch.w if self.order is None else batch.w[self.order]
+            self._sid = None
         self.starts = starts
         self.ends = np.append(starts[1:], n)
         self.ts = ts[first]
-        self.drows = np.add.reduceat(self.w, starts)
+        self.drows = self.segment_sums(batch.w)
         self._row_gid: np.ndarray | None = None
+        self._seg_w: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -81,6 +77,22 @@ class Segments:
     @property
     def groups(self) -> int:
         return len(self.grow)
+
+    @property
+    def order(self) -> np.ndarray | None:
+        """The rows in segment order (None: the batch is in it); sorted for on first use."""
+        if self._ordered:
+            return None
+        if self._order is None:
+            self._order = np.argsort(self._sid, kind="stable")
+        return self._order
+
+    @property
+    def w(self) -> np.ndarray:
+        """The batch's weights in segment order."""
+        if self._seg_w is None:
+            self._seg_w = self.take(self._w)
+        return self._seg_w
 
     def key_values(self) -> list[pa.Array]:
         """Each key column's value per group (`gid` order)."""
@@ -97,26 +109,57 @@ class Segments:
 
     def take(self, a: np.ndarray) -> np.ndarray:
         """`a` (one value per row, batch order) in segment order."""
-        return a if self.order is None else a[self.order]
+        order = self.order
+        return a if order is None else a[order]
 
     def sums(self, a: np.ndarray) -> np.ndarray:
         """Per segment, the sum of `a` (one value per row, segment order)."""
         return np.add.reduceat(a, self.starts)
 
+    def segment_sums(self, a: np.ndarray) -> np.ndarray:
+        """Per segment, the exact sum of int `a` (one value per row, batch order)."""
+        if self._sid is None or self._ordered or self._order is not None:
+            return self.sums(self.take(a))
+        out = np.zeros(len(self.starts), dtype=np.int64)
+        np.add.at(out, self._sid, a)  # unbuffered: exact, and fast for int64 in numpy ≥ 2
+        return out
+
     def segment_ids(self) -> np.ndarray:
         """Each row's segment number, in batch order."""
-        ids = np.repeat(np.arange(len(self.starts)), self.ends - self.starts)
-        if self.order is None:
-            return ids
-        out = np.empty(self.n, dtype=np.int64)
-        out[self.order] = ids
-        return out
+        if self._sid is not None:
+            return self._sid
+        return np.repeat(np.arange(len(self.starts)), self.ends - self.starts)
 
     def row_gid(self) -> np.ndarray:
         """Each row's group, in segment order."""
         if self._row_gid is None:
             self._row_gid = np.repeat(self.gid, self.ends - self.starts)
         return self._row_gid
+
+
+def _is_sorted(a: np.ndarray) -> bool:
+    return len(a) < 2 or bool((a[1:] >= a[:-1]).all())
+
+
+def _segment_ids(ts: np.ndarray, row_gid: np.ndarray) -> np.ndarray:
+    """Each row's (instant, group) segment: dense ids in order of first appearance."""
+    if len(ts) < 2 or (ts[0] == ts[-1] and bool((ts == ts[0]).all())):
+        return row_gid  # one instant: the segments are the groups
+    if _is_sorted(ts):
+        inst = np.zeros(len(ts), dtype=np.int64)
+        np.cumsum(ts[1:] != ts[:-1], out=inst[1:])
+    else:
+        inst = _dense(ts)
+    return _dense(inst * (int(row_gid.max()) + 1) + row_gid)
+
+
+def _first_occurrences(ids: np.ndarray) -> np.ndarray:
+    """Where each id first occurs, for dense ids numbered in order of first appearance: the
+    rows whose id exceeds every id before them."""
+    first = np.empty(len(ids), dtype=bool)
+    first[0] = True
+    np.greater(ids[1:], np.maximum.accumulate(ids)[:-1], out=first[1:])
+    return np.flatnonzero(first)
 
 
 def starts_from_lengths(lengths: np.ndarray) -> np.ndarray:
@@ -164,10 +207,13 @@ class Linear(Deltas):
         self.fn = fn
         self.counts = counts
         self.sums = sums
-        self._c = counts.tolist()
-        self._s = sums.tolist() if sums is not None else None
+        self._c: list[int] | None = None  # as lists, for the general path: made on first use
+        self._s: list[int] | None = None
 
     def apply(self, acc: Acc, i: int) -> None:  # type: ignore[override]
+        if self._c is None:
+            self._c = self.counts.tolist()
+            self._s = self.sums.tolist() if self.sums is not None else None
         acc.apply((self._c[i], self._s[i] if self._s is not None else 0))
 
 

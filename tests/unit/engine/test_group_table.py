@@ -55,7 +55,8 @@ class Run:
                     self.out.append((t, row, w, types, tuple(type(v) for v in row)))
 
 
-def workload(rng: random.Random, groups: int, batches: int, big: bool) -> list[list[tuple]]:
+def workload(rng: random.Random, groups: int, batches: int, big: bool,
+             instants: int = 4) -> list[list[tuple]]:
     """Batches of a consistent relation's deltas: each instant inserts new rows and deletes
     some of those alive (a sliding window's shape), several instants per batch."""
     alive: list[tuple] = []
@@ -63,7 +64,7 @@ def workload(rng: random.Random, groups: int, batches: int, big: bool) -> list[l
     out = []
     for _ in range(batches):
         elems: list[tuple] = []
-        for _ in range(rng.randint(1, 4)):
+        for _ in range(rng.randint(1, instants)):
             t += rng.randint(1, 3)
             rng.shuffle(alive)
             for row in alive[: rng.randint(0, len(alive))]:
@@ -100,10 +101,11 @@ def expected(live: Counter, keyed: tuple) -> Counter:
     ("two keys", (G, S), lambda r: (r[0], r[2]), 500, False),
     ("sums beyond 2**53", (G,), lambda r: (r[0],), 20, True),
 ], ids=lambda c: c[0])
-def test_the_table_gives_the_general_paths_output(case) -> None:
+@pytest.mark.parametrize("instants", [1, 4])  # 1: every segment a group of its own
+def test_the_table_gives_the_general_paths_output(case, instants: int) -> None:
     _, keys, keyed, groups, big = case
     rng = random.Random(case[0])
-    batches = workload(rng, max(groups, 4), 12, big)
+    batches = workload(rng, max(groups, 4), 12, big, instants)
     with_table, without = Run(keys, True), Run(keys, False)
     live: Counter = Counter()
     for elems in batches:
