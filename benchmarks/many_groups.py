@@ -114,15 +114,6 @@ def run_spark(data: Path, ratio: int, form: str, repeat: int) -> tuple[float, in
     return statistics.median(r["seconds"] for r in runs), runs[0]["rows"]
 
 
-def compile_cq() -> None:
-    """Byte-compile cq_service once, as `pip install` does: with PYTHONDONTWRITEBYTECODE set
-    (as in this project's shells) every `cq run` would otherwise compile its ~100 modules."""
-    import cq_service
-
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(cq_service.__file__).parent)],
-                   check=True, stdout=subprocess.DEVNULL)
-
-
 def run_cq(path: Path) -> tuple[float, int]:
     """Seconds of `cq run --stats` (whole process) and the rows its sink received."""
     cq = Path(sys.executable).with_name("cq")
@@ -142,7 +133,6 @@ def run(args: argparse.Namespace) -> None:
     unknown = [r for r in ratios if r not in RATIOS] + [f for f in forms if f not in FORMS]
     if unknown:
         raise SystemExit(f"unknown ratio or form: {unknown}")
-    compile_cq()
     print()
     print(f"grouped sliding aggregates: {n:,} events, {EVENTS_PER_MS} per ms; "
           f"medians of {args.repeat}")
