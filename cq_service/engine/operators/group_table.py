@@ -1,7 +1,10 @@
-"""Grouped COUNT, SUM and AVG of ints, kept in columns: the fast state of many groups.
+"""Grouped COUNT, SUM and AVG of ints and MIN and MAX of ints and timestamps, kept in columns:
+the fast state of many groups.
 
 `GroupTable` holds, for every live group, its row multiplicity and per aggregate its count of
-non-NULL values and its int total, in numpy arrays indexed by a slot. One int key is found
+non-NULL values and its int total, in numpy arrays indexed by a slot; each MIN/MAX (DISTINCT or
+not) also keeps its groups' values as one sorted multiset of (slot, value) (`Multiset`,
+group_multiset.py). One int key is found
 in a sorted numpy array of the keys (binary search, no Python object per key); other keys in
 a dict from the key tuple to its slot. A batch (cut into (instant, group) segments with its per-segment deltas,
 segments.py) is applied with array operations only: running counts and totals per segment in
@@ -13,8 +16,12 @@ the batch touches and one dict update per group that appears or disappears.
 It gives exactly the general path's results, and declines a batch (`apply` returns None, the
 state untouched) whenever it could not: a delta that is not linear (an int sum that could
 overflow int64 in the batch), a total that could, rows or counts going negative, a group whose
-rows reach zero while a count or total does not, or keys that are distinct in Arrow and equal in
-Python. The operator then moves the groups into its general state (`groups`) for good.
+rows reach zero while a count or total does not, keys that are distinct in Arrow and equal in
+Python, or a MIN/MAX batch its multiset declines (a multiplicity going negative, or values
+inserted and deleted within the batch spanning too many segments). Not kept here: float keys,
+float SUM/AVG (the general path sums floats with Neumaier compensation in the order of the
+deltas), MIN/MAX of floats (its NaN and 0.0/-0.0 rules), strings and booleans, and COUNT/SUM/AVG
+DISTINCT. The operator then moves the groups into its general state (`groups`) for good.
 """
 
 from __future__ import annotations
