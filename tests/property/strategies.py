@@ -36,6 +36,7 @@ __all__ = [
     "aggregate_queries",
     "cases",
     "correlated_aggregate_queries",
+    "extreme_queries",
     "join_queries",
     "mixed_queries",
     "r2s_queries",
@@ -608,6 +609,31 @@ def aggregate_query(draw: Any, froms: list[From] | None = None, wrapped: bool = 
     return Q(text, columns, set().union(*(f.inputs for f in froms)), is_stream)
 
 
+@st.composite
+def extreme_query(draw: Any) -> Q:
+    """MIN/MAX of ints grouped by 1–2 keys over a window with deletions (so the columnar
+    group table's multisets, group_multiset.py), maybe next to COUNT/SUM, maybe HAVING, as a
+    relation or under Istream/Dstream/Rstream."""
+    f = draw(stream_from("S", kinds=("slide", "range", "rows", "partition", "now", "range_unb")))
+    refs = f.refs()
+    keys = draw(st.lists(st.sampled_from([r for r, _ in refs]), min_size=1, max_size=2, unique=True))
+    items = [f"{k} AS k{i}" for i, k in enumerate(keys)]
+    ints = _of(refs, "int")
+    for i in range(draw(st.integers(1, 3))):
+        fn = draw(st.sampled_from(["MIN", "MAX", "MIN", "MAX", "COUNT", "SUM"]))
+        arg = draw(st.sampled_from(ints)) if draw(st.integers(0, 3)) else draw(int_expr(refs, 1))
+        distinct = "DISTINCT " if fn in ("MIN", "MAX") and rare(draw, 4) else ""
+        items.append(f"{fn}({distinct}{arg}) AS n{i}")
+    items_text = ", ".join(items)
+    text = _select(items_text, [f]) + " GROUP BY " + ", ".join(keys)
+    if rare(draw, 2):
+        fn = draw(st.sampled_from(["MIN", "MAX"]))
+        text += f" HAVING {fn}({draw(st.sampled_from(ints))}) {draw(st.sampled_from(CMP))} "
+        text += str(draw(st.integers(0, 60)))
+    text, is_stream = draw(wrap(text, items_text, False))
+    return Q(text, [], f.inputs, is_stream)
+
+
 SETOPS = ("UNION", "UNION ALL", "EXCEPT", "EXCEPT ALL", "INTERSECT", "INTERSECT ALL")
 
 
@@ -867,6 +893,10 @@ def join_queries() -> st.SearchStrategy:
 
 def aggregate_queries() -> st.SearchStrategy:
     return queries_of(aggregate_query())
+
+
+def extreme_queries() -> st.SearchStrategy:
+    return queries_of(extreme_query())
 
 
 def setop_queries() -> st.SearchStrategy:

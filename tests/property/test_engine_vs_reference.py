@@ -4,7 +4,7 @@ Each test draws a pipeline (one feature family of queries, see `strategies`) and
 runs it through the engine in-process and through `tests.reference`, and compares the outputs
 element for element (`harness.assert_same`). Queries with QoS run under a schedule of window
 and granularity changes, compared with the reference replaying the engine's adjustment log.
-The suite runs 13 × 60 = 780 cases by default;
+The suite runs 15 × 60 = 900 cases by default;
 set CQ_PROPERTY_EXAMPLES to change the count per test (e.g. 2000 for a long local run).
 """
 
@@ -64,6 +64,21 @@ def test_aggregates(case: strat.Case) -> None:
 def test_aggregates_over_many_groups(case: strat.Case) -> None:
     """Up to 150 elements whose int columns take up to 61 values: tens of groups at once, many
     created and emptied within one batch (the columnar group table, then the general path)."""
+    check(case)
+
+
+@SETTINGS
+@given(strat.cases(strat.extreme_queries, wide=True))
+def test_min_max_over_many_groups(case: strat.Case) -> None:
+    """MIN/MAX of ints over windows with deletions, many groups (the columnar group table's
+    multisets, group_multiset.py), with and without HAVING, under Istream, Dstream, Rstream."""
+    check(case)
+
+
+@SETTINGS
+@given(strat.cases(strat.extreme_queries))
+def test_min_max_over_few_groups(case: strat.Case) -> None:
+    """The same over few values: repeated values, extremes deleted and re-inserted."""
     check(case)
 
 

@@ -5,10 +5,13 @@ every instant, for each group the instant touched, the old result row is retract
 one inserted (the sink's consolidation drops pairs that did not change). A global aggregate (no
 GROUP BY) has one row from the first instant its input sees, even when no element has arrived.
 
-A batch is cut into (instant, group) segments with per-aggregate deltas (segments.py). COUNT
-and int SUM/AVG grouped by keys other than floats keep their groups in columns (`GroupTable`,
-group_table.py) and apply a batch with array operations only, until a batch it cannot apply
-exactly hands the groups over to the general state. There, groups whose segments need no
+A batch is cut into (instant, group) segments with per-aggregate deltas (segments.py). When
+every call is COUNT (not DISTINCT), int SUM/AVG (not DISTINCT) or MIN/MAX of ints or timestamps
+(DISTINCT or not), grouped by keys other than floats, the groups are kept in columns
+(`GroupTable`, group_table.py; MIN/MAX as sorted multisets, group_multiset.py) and a batch is
+applied with array operations only, until a batch it cannot apply exactly hands the groups over
+to the general state for good. Any other call (float SUM/AVG, MIN/MAX of floats, strings or
+booleans, COUNT/SUM/AVG DISTINCT), a global aggregate or a float key: the general state. There, groups whose segments need no
 recount of a MIN/MAX are applied with array operations (`_vectorised`); the rest segment by
 segment (`_general`).
 """
@@ -72,8 +75,8 @@ class Aggregate(MultiInputOperator):
         self._args = [None if a.arg is None else compile_expr(a.arg) for a in aggs]
         self._makers = [make_accumulator(c) for c in aggs]
         self._groups: dict[tuple, Group] = {}
-        # COUNT and int SUM/AVG by keys other than floats: the groups in columns, until a
-        # batch it cannot apply exactly hands them over to `_groups` (group_table.py).
+        # COUNT, int SUM/AVG and int MIN/MAX by keys other than floats: the groups in columns,
+        # until a batch it cannot apply exactly hands them over to `_groups` (group_table.py).
         self._table: GroupTable | None = GroupTable(keys, aggs) if GroupTable.fits(keys, aggs) else None
         self.is_global = not keys
         # Only MIN, MAX and DISTINCT keep values per group; the others' state is the groups.
@@ -94,6 +97,8 @@ class Aggregate(MultiInputOperator):
         extra = 0
         if self._keeps_values:
             extra = sum(a.size() for g in self._groups.values() for a in g.accs)
+            if self._table is not None:
+                extra += sum(len(m) for m in self._table.multisets.values())
         return n + extra, (n + extra) * 8 * (len(self.out_types) + 2)
 
     def _row(self, key: tuple) -> tuple | None:

@@ -1,9 +1,12 @@
-"""Grouped COUNT, SUM and AVG of ints, kept in columns: the fast state of many groups.
+"""Grouped COUNT, SUM and AVG of ints and MIN and MAX of ints and timestamps, kept in columns:
+the fast state of many groups.
 
 `GroupTable` holds, for every live group, its row multiplicity and per aggregate its count of
-non-NULL values and its int total, in numpy arrays indexed by a slot. One int key is found
-in a numpy hash table (no Python object per key); other keys in a dict from the key tuple to
-its slot (group_index.py). A batch (cut into (instant, group) segments with its per-segment deltas,
+non-NULL values and its int total, in numpy arrays indexed by a slot; each MIN/MAX (DISTINCT or
+not) also keeps its groups' values as one sorted multiset of (slot, value) (`Multiset`,
+group_multiset.py). One int key is found in a numpy hash table (no Python object per key);
+other keys in a dict from the key tuple to its slot (group_index.py). A batch (cut into
+(instant, group) segments with its per-segment deltas,
 segments.py) is applied with array operations only: running counts and totals per segment in
 group-major order, the old and new result of each segment compared as arrays, the changed ones
 emitted as one Arrow batch in segment order (− old before + new, as the operator's general path
@@ -13,8 +16,12 @@ the batch touches and one dict update per group that appears or disappears.
 It gives exactly the general path's results, and declines a batch (`apply` returns None, the
 state untouched) whenever it could not: a delta that is not linear (an int sum that could
 overflow int64 in the batch), a total that could, rows or counts going negative, a group whose
-rows reach zero while a count or total does not, or keys that are distinct in Arrow and equal in
-Python. The operator then moves the groups into its general state (`groups`) for good.
+rows reach zero while a count or total does not, keys that are distinct in Arrow and equal in
+Python, or a MIN/MAX batch its multiset declines (a multiplicity going negative, or values
+inserted and deleted within the batch spanning too many segments). Not kept here: float keys,
+float SUM/AVG (the general path sums floats with Neumaier compensation in the order of the
+deltas), MIN/MAX of floats (its NaN and 0.0/-0.0 rules), strings and booleans, and COUNT/SUM/AVG
+DISTINCT. The operator then moves the groups into its general state (`groups`) for good.
 """
 
 from __future__ import annotations
@@ -26,7 +33,14 @@ from cq_service.cql.logical import AggCall, BExpr
 from cq_service.engine.batch import Batch
 from cq_service.engine.operators.accumulators import Group, make_accumulator
 from cq_service.engine.operators.group_index import DictIndex, IntIndex
-from cq_service.engine.operators.segments import Deltas, Linear, Segments, starts_from_lengths
+from cq_service.engine.operators.group_multiset import Multiset, Plan
+from cq_service.engine.operators.segments import (
+    Deltas,
+    Extremes,
+    Linear,
+    Segments,
+    starts_from_lengths,
+)
 from cq_service.types import DataType, arrow_type
 
 __all__ = ["GroupTable"]
@@ -34,12 +48,14 @@ __all__ = ["GroupTable"]
 # Key types whose Arrow values are the values the general path emits (floats are not: it
 # canonicalises NaN and tells 0.0 from -0.0 by the first one seen).
 _KEY_TYPES = frozenset({DataType.INT, DataType.TIMESTAMP, DataType.STRING, DataType.BOOL})
+# MIN/MAX argument types kept in a `Multiset` (group_multiset.py).
+_EXTREME_TYPES = frozenset({DataType.INT, DataType.TIMESTAMP})
 _EXACT_FLOAT = 2**53  # ints up to this are exact in float64, so t / k is correctly rounded
 _DictIndex, _IntIndex = DictIndex, IntIndex  # their names in snapshots taken before group_index
 
 
 class GroupTable:
-    __slots__ = ("count", "fns", "free", "index", "rows", "total", "used")
+    __slots__ = ("count", "fns", "free", "index", "multisets", "rows", "total", "used")
 
     def __init__(self, keys: tuple[BExpr, ...], calls: tuple[AggCall, ...]):
         self.fns = [c.fn for c in calls]
@@ -51,13 +67,25 @@ class GroupTable:
         self.rows = np.zeros(cap, dtype=np.int64)
         self.count = np.zeros((len(calls), cap), dtype=np.int64)
         self.total = np.zeros((len(calls), cap), dtype=np.int64)
+        # MIN/MAX: call index -> its values (`count` keeps their number per group)
+        self.multisets = {j: Multiset(c.fn == "max") for j, c in enumerate(calls)
+                          if c.fn in ("min", "max")}
+
+    def __setstate__(self, state: tuple) -> None:
+        """A state pickled before MIN/MAX were kept here has no multisets."""
+        _, slots = state
+        for k, v in slots.items():
+            setattr(self, k, v)
+        if "multisets" not in slots:
+            self.multisets = {}
 
     @staticmethod
     def fits(keys: tuple[BExpr, ...], calls: tuple[AggCall, ...]) -> bool:
         """Whether an aggregate with these keys and calls can keep its groups here."""
         return bool(keys) and all(k.type in _KEY_TYPES for k in keys) and all(
-            not c.distinct
-            and (c.fn == "count" or (c.fn in ("sum", "avg") and c.arg.type == DataType.INT))  # type: ignore[union-attr]
+            (not c.distinct and (
+                c.fn == "count" or (c.fn in ("sum", "avg") and c.arg.type == DataType.INT)))  # type: ignore[union-attr]
+            or (c.fn in ("min", "max") and c.arg.type in _EXTREME_TYPES)  # type: ignore[union-attr]
             for c in calls
         )
 
@@ -73,7 +101,8 @@ class GroupTable:
         ticks: np.ndarray,
     ) -> Batch | None:
         """Apply one batch; its output, or None (state untouched) when it cannot be exact."""
-        if not all(isinstance(d, Linear) for d in deltas):
+        if not all(isinstance(d, Extremes if j in self.multisets else Linear)
+                   for j, d in enumerate(deltas)):
             return None
         G = seg.groups
         found = self.index.lookup(seg)
@@ -113,10 +142,19 @@ class GroupTable:
             return None
         zero = rows == 0
         vals: list[tuple] = []  # per call: (count, total or None) after and before each segment
+        plans: dict[int, Plan] = {}  # per MIN/MAX call: its extremes and new multiplicities
         for j, d in enumerate(deltas):
-            c, c_before = cum(d.counts, init(self.count[j]))  # type: ignore[attr-defined]
+            dc = d.dcount if isinstance(d, Extremes) else d.counts  # type: ignore[attr-defined]
+            c, c_before = cum(dc, init(self.count[j]))
             if (c < 0).any() or (c[zero] != 0).any():
                 return None
+            if isinstance(d, Extremes):
+                plan = self.multisets[j].plan(seg, d, slot, perm, gp, lengths, gstart, c)
+                if plan is None:
+                    return None
+                plans[j] = plan
+                vals.append((c, None, c_before, None))
+                continue
             t = t_before = None
             if d.sums is not None:  # type: ignore[attr-defined]
                 t0 = init(self.total[j])
@@ -130,13 +168,15 @@ class GroupTable:
         changed = alive != was
         both = alive & was
         results = []  # per call: (after, before, null after, null before)
-        for fn, (c, t, cb, tb) in zip(self.fns, vals):
+        for j, (fn, (c, t, cb, tb)) in enumerate(zip(self.fns, vals)):
             if fn == "count":
                 results.append((c, cb, None, None))
                 changed |= both & (c != cb)
                 continue
             null, null_b = c == 0, cb == 0
-            if fn == "sum":
+            if j in plans:
+                a, b = plans[j].after, plans[j].before
+            elif fn == "sum":
                 a, b = t, tb
             else:
                 a, b = _quotients(t, c, null), _quotients(tb, cb, null_b)  # type: ignore[arg-type]
@@ -146,11 +186,11 @@ class GroupTable:
         minus = np.flatnonzero(changed & was)
         plus = np.flatnonzero(changed & alive)
         batch = _output(seg, perm, gp, minus, plus, keys, results, out_types, ticks)
-        self._store(where, slot, glast, rows, vals)
+        self._store(where, slot, glast, rows, vals, plans)
         return batch
 
     def _store(self, where: object, slot: np.ndarray, glast: np.ndarray,
-               rows: np.ndarray, vals: list[tuple]) -> None:
+               rows: np.ndarray, vals: list[tuple], plans: dict[int, Plan]) -> None:
         """Each group's state after its last segment; groups without rows are forgotten."""
         final = rows[glast]
         live = final > 0
@@ -162,9 +202,12 @@ class GroupTable:
             self.count[:, freed] = 0
             self.total[:, freed] = 0
             self.free.extend(freed.tolist())
+        old = slot
         if len(new):
             slot = slot.copy()
             slot[new] = self._allocate(len(new))
+        for j, plan in plans.items():
+            self.multisets[j].commit(plan, old, slot)
         if len(gone) or len(new):
             self.index.update(where, gone, new, slot[new])
         keep = np.flatnonzero(live)
@@ -196,10 +239,16 @@ class GroupTable:
         """The same groups as the general path's `Group`s (when the table hands over)."""
         makers = [make_accumulator(c) for c in calls]
         out: dict[tuple, Group] = {}
-        for key, s in self.index.items():
+        items = self.index.items()
+        slots = np.array([s for _, s in items], dtype=np.int64)
+        extremes = {j: ms.extremes(slots, self.count[j, slots]) for j, ms in self.multisets.items()}
+        for i, (key, s) in enumerate(items):
             g = out[key] = Group(makers)
             g.rows = int(self.rows[s])
             for j, acc in enumerate(g.accs):
+                if j in extremes:
+                    g.accs[j] = extremes[j][i]
+                    continue
                 acc.count = int(self.count[j, s])  # type: ignore[union-attr]
                 if self.fns[j] != "count":
                     acc.total = int(self.total[j, s])  # type: ignore[union-attr]

@@ -1,0 +1,236 @@
+"""MIN and MAX of ints and timestamps for `GroupTable`: every group's values as one multiset in columns.
+
+`Multiset` keeps, for one MIN/MAX call, the (slot, value, multiplicity) of every live group's
+distinct non-NULL values in three numpy arrays sorted by (slot, value): a group's values are
+one run, its MIN the first of the run and its MAX the last, so reading an extreme never
+rescans. A batch is applied in two steps, so that `GroupTable.apply` can still decline it with
+the state untouched: `plan` computes the extreme after every segment (group-major order) and
+the new multiplicities, `commit` merges them into the arrays (one `np.insert` and one mask).
+
+Within a batch a group's touched values are present over intervals of its segments (from the
+segment that makes a multiplicity positive to the one that makes it zero). The extreme after a
+segment is the best of: the group's best untouched value (the first or last of its run not
+touched by the batch: found from the run's ends in O(touched)), the values present over all its
+segments, the running best of the values present to the end (a segmented accumulate from where
+each starts), the same backwards for values present from the start, and, for values inserted
+and deleted within the batch, their intervals expanded segment by segment. Values are compared
+by their ranks among the batch's candidates, so one accumulate handles all groups.
+
+Work per batch is proportional to the batch (and a binary search per touched value), plus the
+copy of the arrays in `commit`. Floats are not taken: the general path's NaN and ±0.0 rules.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cq_service.engine.operators.accumulators import Extreme
+from cq_service.engine.operators.segments import Extremes, Segments
+
+__all__ = ["Multiset", "Plan"]
+
+# Middle intervals (inserted and deleted within one batch) are expanded segment by segment;
+# beyond this many expanded entries per batch row the batch is declined (the general path).
+_EXPAND_PER_ROW = 4
+
+
+class Plan:
+    """One batch's effect on a `Multiset`: per segment (group-major order) the extreme after
+    it and before it (valid where the count of values is positive), and the changed entries."""
+
+    __slots__ = ("after", "before", "cnt", "g", "hit", "pos", "v")
+
+    def __init__(self, after: np.ndarray, before: np.ndarray, g: np.ndarray, v: np.ndarray,
+                 cnt: np.ndarray, hit: np.ndarray, pos: np.ndarray):
+        self.after, self.before = after, before
+        self.g, self.v, self.cnt, self.hit, self.pos = g, v, cnt, hit, pos
+
+
+class Multiset:
+    __slots__ = ("cnt", "is_max", "slot", "val")
+
+    def __init__(self, is_max: bool):
+        self.is_max = is_max
+        self.slot = np.empty(0, dtype=np.int64)
+        self.val = np.empty(0, dtype=np.int64)
+        self.cnt = np.empty(0, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.slot)
+
+    def plan(self, seg: Segments, d: Extremes, slot: np.ndarray, perm: np.ndarray,
+             gp: np.ndarray, lengths: np.ndarray, gstart: np.ndarray,
+             count: np.ndarray) -> Plan | None:
+        """The batch's extremes, or None when a multiplicity would go negative, the count of
+        values and the multiset disagree, or too many intervals would need expanding.
+        `slot`: each batch group's slot (-1: new); `count`: values after each segment."""
+        G, S = len(lengths), len(perm)
+        sval, scnt = self.val, self.cnt
+        N = len(sval)
+        lo = np.searchsorted(self.slot, slot, "left")  # slot -1: an empty run at 0
+        hi = np.searchsorted(self.slot, slot, "right")
+        # each segment's rank within its group
+        rank_gm = np.arange(S, dtype=np.int64) - np.repeat(gstart, lengths)
+        rank = np.empty(S, dtype=np.int64)
+        rank[perm] = rank_gm
+        # the batch's non-zero changes, summed per (group, value, segment)
+        nz = np.flatnonzero(d.w)
+        seg_of_row = np.repeat(np.arange(S, dtype=np.int64), seg.ends - seg.starts)[nz]
+        g, v, w = seg.row_gid()[nz], d.vals[nz].astype(np.int64), d.w[nz]
+        k = rank[seg_of_row]
+        o = np.lexsort((k, v, g))
+        g, v, k, w = g[o], v[o], k[o], w[o]
+        m = len(g)
+        if m:
+            first = np.ones(m, dtype=bool)
+            first[1:] = (g[1:] != g[:-1]) | (v[1:] != v[:-1]) | (k[1:] != k[:-1])
+            at = np.flatnonzero(first)
+            w = np.add.reduceat(w, at)
+            g, v, k = g[at], v[at], k[at]
+            keep = w != 0
+            g, v, k, w = g[keep], v[keep], k[keep], w[keep]
+            m = len(g)
+        # runs of one (group, value); each found in the state by binary search
+        rs = np.ones(m, dtype=bool)
+        if m:
+            rs[1:] = (g[1:] != g[:-1]) | (v[1:] != v[:-1])
+        ru = np.flatnonzero(rs)
+        ug, uv = g[ru], v[ru]
+        a, b = lo[ug].copy(), hi[ug].copy()
+        while True:
+            act = np.flatnonzero(a < b)
+            if not len(act):
+                break
+            mid = (a[act] + b[act]) >> 1
+            less = sval[mid] < uv[act]
+            a[act[less]] = mid[less] + 1
+            b[act[~less]] = mid[~less]
+        pos = a
+        hit = pos < hi[ug]
+        hit[hit] = sval[pos[hit]] == uv[hit]
+        c0 = np.zeros(len(ru), dtype=np.int64)
+        c0[hit] = scnt[pos[hit]]
+        # multiplicity after each entry
+        run_id = np.cumsum(rs) - 1
+        cs = np.cumsum(w)
+        base = np.repeat(cs[ru] - w[ru], np.diff(np.append(ru, m)))
+        c_after = c0[run_id] + cs - base
+        if (c_after < 0).any():
+            return None
+        last_of_run = np.append(ru[1:] - 1, m - 1).astype(np.int64) if m else ru
+        # presence intervals [ia, ib) in segment ranks
+        nxt = np.empty(m, dtype=np.int64)
+        if m:
+            nxt[:-1] = k[1:]
+            nxt[last_of_run] = lengths[g[last_of_run]]
+        pres = c_after > 0
+        init = (c0 > 0) & (k[ru] > 0)
+        ig = np.concatenate([g[pres], ug[init]])
+        iv = np.concatenate([v[pres], uv[init]])
+        ia = np.concatenate([k[pres], np.zeros(int(init.sum()), dtype=np.int64)])
+        ib = np.concatenate([nxt[pres], k[ru][init]])
+        # the best untouched value of each group: past the touched entries at its run's end
+        hp, hg = pos[hit], ug[hit]
+        ar = np.arange(len(hp))
+        if self.is_max:  # touched entries i from the run's end: at hi-1-i
+            j = np.searchsorted(hg, hg, "right") - 1 - ar
+            lead = np.bincount(hg[hp == hi[hg] - 1 - j], minlength=G)
+            upos = hi - 1 - lead
+            has_u = upos >= lo
+        else:
+            j = ar - np.searchsorted(hg, hg, "left")
+            lead = np.bincount(hg[hp == lo[hg] + j], minlength=G)
+            upos = lo + lead
+            has_u = upos < hi
+        ug_u = np.flatnonzero(has_u)
+        uvals = sval[upos[ug_u]] if N else np.empty(0, dtype=np.int64)
+        # ranks of the candidates: preference 1..K (higher is better), 0 for none
+        cand, inv = np.unique(np.concatenate([uvals, iv]), return_inverse=True)
+        K = len(cand)
+        pref = inv + 1 if self.is_max else K - inv
+        pu, pi = pref[: len(uvals)], pref[len(uvals):]
+        L = lengths[ig]
+        full = (ia == 0) & (ib == L)
+        pre = (ia == 0) & (ib < L)
+        suf = (ia > 0) & (ib == L)
+        mid_ = (ia > 0) & (ib < L)
+        best_g = np.zeros(G, dtype=np.int64)
+        best_g[ug_u] = pu
+        np.maximum.at(best_g, ig[full], pi[full])
+        best = best_g[gp]
+        span = K + 2
+        if suf.any():
+            x = np.zeros(S, dtype=np.int64)
+            np.maximum.at(x, gstart[ig[suf]] + ia[suf], pi[suf])
+            off = gp * span
+            best = np.maximum(best, np.maximum.accumulate(off + x) - off)
+        if pre.any():
+            x = np.zeros(S, dtype=np.int64)
+            np.maximum.at(x, gstart[ig[pre]] + ib[pre] - 1, pi[pre])
+            off = ((G - 1 - gp) * span)[::-1]
+            best = np.maximum(best, (np.maximum.accumulate(off + x[::-1]) - off)[::-1])
+        if mid_.any():
+            reps = ib[mid_] - ia[mid_]
+            total = int(reps.sum())
+            if total > _EXPAND_PER_ROW * seg.n + 4096:
+                return None
+            starts = gstart[ig[mid_]] + ia[mid_]
+            csr = np.cumsum(reps) - reps
+            p = np.repeat(starts - csr, reps) + np.arange(total)
+            x = np.zeros(S, dtype=np.int64)
+            np.maximum.at(x, p, np.repeat(pi[mid_], reps))
+            best = np.maximum(best, x)
+        if ((best > 0) != (count > 0)).any():
+            return None
+        idx = best - 1 if self.is_max else K - best
+        after = np.where(best > 0, cand[np.clip(idx, 0, max(K - 1, 0))] if K else 0, 0)
+        # before each segment: the extreme after the previous one, or the group's old one
+        before = np.empty(S, dtype=np.int64)
+        before[1:] = after[:-1]
+        nonempty = hi > lo
+        old = np.zeros(G, dtype=np.int64)
+        ends = hi - 1 if self.is_max else lo
+        old[nonempty] = sval[ends[nonempty]]
+        before[gstart] = old
+        cnt = c_after[last_of_run] if m else np.empty(0, dtype=np.int64)
+        return Plan(after.astype(np.int64), before, ug, uv, cnt, hit, pos)
+
+    def commit(self, p: Plan, old: np.ndarray, slot: np.ndarray) -> None:
+        """Merge the planned multiplicities. `old`, `slot`: each batch group's slot before
+        and after the batch (-1 before: a new group; a group gone has every multiplicity at
+        zero, and its slot may already be a new group's)."""
+        drop = p.hit & (p.cnt == 0)
+        upd = p.hit & (p.cnt > 0)
+        self.cnt[p.pos[upd]] = p.cnt[upd]
+        ins = np.flatnonzero(~p.hit & (p.cnt > 0))
+        if not drop.any() and not len(ins):
+            return
+        keep = np.ones(len(self.slot), dtype=bool)
+        keep[p.pos[drop]] = False
+        ig = p.g[ins]
+        islot, iv, ic = slot[ig], p.v[ins], p.cnt[ins]
+        # an existing group's values go where the search put them; a new group's at the
+        # start of its slot's (old, dropped) run
+        at = np.where(old[ig] >= 0, p.pos[ins], np.searchsorted(self.slot, islot, "left"))
+        o = np.lexsort((iv, islot))
+        islot, iv, ic, at = islot[o], iv[o], ic[o], at[o]
+        dropped = np.zeros(len(keep) + 1, dtype=np.int64)
+        np.cumsum(~keep, out=dropped[1:])
+        at = at - dropped[at]
+        self.slot = np.insert(self.slot[keep], at, islot)
+        self.val = np.insert(self.val[keep], at, iv)
+        self.cnt = np.insert(self.cnt[keep], at, ic)
+
+    def extremes(self, slots: np.ndarray, counts: np.ndarray) -> list[Extreme]:
+        """The general path's `Extreme` of each slot (the hand-over), consolidated."""
+        lo = np.searchsorted(self.slot, slots, "left").tolist()
+        hi = np.searchsorted(self.slot, slots, "right").tolist()
+        out = []
+        for a, b, c in zip(lo, hi, counts.tolist()):
+            e = Extreme(self.is_max, False)
+            e.count = c
+            if b > a:
+                e.base_v, e.base_w = self.val[a:b].copy(), self.cnt[a:b].copy()
+                e.ext = int(self.val[b - 1 if self.is_max else a])
+            out.append(e)
+        return out
