@@ -27,7 +27,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -52,10 +52,7 @@ __all__ = [
     "expected_counts",
     "generate",
     "generate_nexmark",
-    "load",
-    "report",
     "run_benchmark",
-    "save",
 ]
 
 _PEERS = Path(__file__).resolve().parent / "peers"
@@ -100,6 +97,14 @@ QUERIES: dict[str, Query] = {
               "SELECT Rstream(auction, price * 89 / 100 AS price, bidder, dateTime) "
               "FROM Bid [Now]",
               "NEXMark q1 (currency conversion) over the NEXMark bids"),
+        Query("nexmark-q5", ("nexmark",),
+              "SELECT Rstream(auction) "
+              "FROM (SELECT B1.auction, COUNT(*) AS num "
+              "FROM Bid [Range 60 Minute Slide 1 Minute] B1 GROUP BY B1.auction) "
+              "WHERE num >= ALL (SELECT COUNT(*) "
+              "FROM Bid [Range 60 Minute Slide 1 Minute] B2 GROUP BY B2.auction)",
+              "NEXMark q5 (hot items: the auctions with the most bids in the last hour, every "
+              "minute) over the NEXMark bids"),
         Query("nexmark-q7", ("nexmark",),
               "SELECT Rstream(B.auction, B.price, B.bidder) "
               "FROM Bid [Range 1 Minute Slide 1 Minute] B "
@@ -112,6 +117,10 @@ QUERIES: dict[str, Query] = {
 ENGINES = ("cq", "cq-kafka-python", "spark", "quix")
 QUIX_QUERIES = ("pass-through", "filter", "nexmark-q1")
 MINUTE_MS = 60_000
+HOUR_MS = 60 * MINUTE_MS
+# Per-boundary queries: CQL's Rstream repeats a window's result at every instant until the next
+# boundary; the count (and the latency) takes each boundary's distinct rows once.
+BOUNDARY_FIELDS = {"nexmark-q5": ("auction",), "nexmark-q7": ("auction", "price", "bidder")}
 # The columns of each input kind, as the pipeline schema declares them.
 SCHEMAS = {
     "bids": "{id: int, auction: int, bidder: int, price: int, dateTime: timestamp}",
@@ -120,8 +129,7 @@ SCHEMAS = {
                "dateTime: timestamp, extra: string}",
 }
 STREAM_NAMES = {"bids": "Bids", "asks": "Asks", "nexmark": "Bid"}
-RATIO_TARGET = 3.0
-PASS_THROUGH_TARGET = 300_000.0
+
 
 
 # ---------------------------------------------------------------------------------------------
@@ -173,6 +181,20 @@ def q7_rows(bids: dict[str, np.ndarray]) -> int:
     return rows
 
 
+def q5_rows(bids: dict[str, np.ndarray]) -> int:
+    """NEXMark q5's result rows: for every minute boundary t0 between the first and the last
+    bid, the auctions whose bid count in [t0 - 60 min, t0] is the largest there."""
+    ts, auction = bids["dateTime"], bids["auction"]
+    first = -(-int(ts.min()) // MINUTE_MS) * MINUTE_MS
+    rows = 0
+    for t0 in range(first, int(ts.max()) + 1, MINUTE_MS):
+        inside = auction[(ts >= t0 - HOUR_MS) & (ts <= t0)]
+        if len(inside):
+            _, counts = np.unique(inside, return_counts=True)
+            rows += int((counts == counts.max()).sum())
+    return rows
+
+
 def _seconds_by_group(cols: dict[str, np.ndarray]) -> np.ndarray:
     """Events per (second, auction): a SPAN_SECONDS × GROUPS array."""
     sec = (cols["dateTime"] - BASE_TIME_MS) // 1000
@@ -205,6 +227,7 @@ def expected_counts(data: dict[str, dict[str, np.ndarray]]) -> dict[str, int]:
     }
     if "nexmark" in data:
         counts["nexmark-q1"] = len(data["nexmark"]["id"])
+        counts["nexmark-q5"] = q5_rows(data["nexmark"])
         counts["nexmark-q7"] = q7_rows(data["nexmark"])
     return counts
 
@@ -340,15 +363,18 @@ def count_settled(bootstrap: str, topic: str, cutoff_ms: int) -> int:
     return sum(1 for v in _messages(bootstrap, topic) if v.get("_ts", v.get("t0")) <= cutoff_ms)
 
 
-def count_per_boundary(bootstrap: str, topic: str) -> int:
-    """NEXMark q7's distinct (boundary, auction, price, bidder) rows: CQL's Rstream repeats a
+def boundary_row(v: dict, fields: tuple[str, ...]) -> tuple:
+    """(boundary, *fields) of a per-boundary query's output message: CQL's Rstream repeats a
     window's result at every instant until the next boundary (its boundary: `_ts` rounded down
     to the minute), Spark emits it once with `t0`."""
-    seen = set()
-    for v in _messages(bootstrap, topic):
-        t0 = v["t0"] if "t0" in v else v["_ts"] // MINUTE_MS * MINUTE_MS
-        seen.add((t0, v["auction"], v["price"], v["bidder"]))
-    return len(seen)
+    t0 = v["t0"] if "t0" in v else v["_ts"] // MINUTE_MS * MINUTE_MS
+    return (t0, *(v[f] for f in fields))
+
+
+def count_per_boundary(bootstrap: str, topic: str, fields: tuple[str, ...]) -> int:
+    """NEXMark q5's distinct (boundary, auction) or q7's (boundary, auction, price, bidder)
+    rows (see `boundary_row`)."""
+    return len({boundary_row(v, fields) for v in _messages(bootstrap, topic)})
 
 
 def ensure_input(bootstrap: str, n: int, seed: int, data, say=print) -> dict[str, str]:
@@ -430,11 +456,17 @@ def supported(engine: str, query: str) -> bool:
 
 
 def command(engine: str, query: Query, topics: dict[str, str], out: str, bootstrap: str,
-            work: Path, inputs: int) -> list[str]:
+            work: Path, inputs: int, live: dict[str, int] | None = None) -> list[str]:
+    """The engine's command line; with `live` (input kind -> messages), it follows its input
+    (still being produced) until it has read that many messages (the latency phase)."""
     if engine in ("cq", "cq-kafka-python"):
         client = "confluent-kafka" if engine == "cq" else "kafka-python"
         path = work / f"{engine}-{query.name}.yaml"
         path.write_text(cq_pipeline(query, topics, out, bootstrap, client))
+        if live:
+            quota = ",".join(f"{STREAM_NAMES[k]}={n}" for k, n in live.items())
+            return [sys.executable, "-m", "cq_service.bench.kafka_live", str(path),
+                    "--messages", quota]
         return [sys.executable, "-m", "cq_service.cli", "run", str(path)]
     args = ["--bootstrap", bootstrap, "--query", query.name,
             "--bids", topics["nexmark" if "nexmark" in query.inputs else "bids"],
@@ -444,7 +476,7 @@ def command(engine: str, query: Query, topics: dict[str, str], out: str, bootstr
 
         jars = ",".join(str(j) for j in kafka_jars())
         return [sys.executable, str(_PEERS / "spark_kafka.py"), *args, "--jars", jars,
-                "--work", str(work)]
+                "--work", str(work), *(["--live", str(inputs)] if live else [])]
     if engine == "quix":
         return [_quix_python(), str(_PEERS / "quix_kafka.py"), *args, "--messages",
                 str(inputs), "--work", str(work)]
@@ -463,6 +495,19 @@ class Cell:
     compared: int | None = None  # the count checked (sliding-agg: settled windows only)
     agrees: bool | None = None
     note: str = ""
+    latency_rate: float | None = None  # input msg/s produced in the latency phase
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    latency_samples: int = 0
+    latency_note: str = ""
+
+    def sustained(self, inputs: int) -> float | None:
+        """Input msg/s first to last output; whole process where there is no span, or where
+        the span is under a tenth of the whole process (results written in a burst)."""
+        s, m = self.span(), self.median()
+        if s and m and s >= m / 10:
+            return inputs / s
+        return inputs / m if m else None
 
     def median(self) -> float | None:
         return statistics.median(self.seconds) if self.seconds else None
@@ -483,7 +528,11 @@ def run_benchmark(
     *, bootstrap: str, events: int, seed: int = 0, queries: tuple[str, ...],
     engines: tuple[str, ...], repeat: int, work: Path, timeout: float = 1800.0,
     say: Callable[[str], None] = print, on_row: Callable[[list[Row]], None] | None = None,
+    latency: bool = False, grace: float = 5.0,
 ) -> list[Row]:
+    """Every engine on every query, `repeat` times (the throughput phase); with `latency`,
+    then once more with the input produced at half the engine's sustained rate
+    (cq_service/bench/kafka_latency.py), `grace` seconds after the engine connected."""
     work.mkdir(parents=True, exist_ok=True)
     say(f"generating {events:,} events (seed {seed})")
     data = generate(events, seed)
@@ -523,8 +572,9 @@ def run_benchmark(
                     cell.outputs = count(bootstrap, out)
                     if name == "sliding-agg":
                         cell.compared = count_settled(bootstrap, out, cutoff)
-                    elif name == "nexmark-q7":
-                        cell.compared = count_per_boundary(bootstrap, out)
+                    elif name in BOUNDARY_FIELDS:
+                        cell.compared = count_per_boundary(bootstrap, out,
+                                                           BOUNDARY_FIELDS[name])
                     else:
                         cell.compared = cell.outputs
                     # A few messages written in one burst give no rate (NEXMark q7: 4 rows).
@@ -538,6 +588,10 @@ def run_benchmark(
                         break
                 finally:
                     delete_topics(bootstrap, [out])
+            if latency and cell.agrees:
+                from cq_service.bench.kafka_latency import latency_phase
+
+                latency_phase(engine, q, cell, row, data, bootstrap, work, timeout, grace, say)
         rows.append(row)
         if on_row:
             on_row(rows)
@@ -547,115 +601,3 @@ def run_benchmark(
 def disagreements(rows: list[Row]) -> list[str]:
     return [f"{r.query} on {e}: {c.note}" for r in rows for e, c in r.cells.items()
             if c.supported and c.agrees is False]
-
-
-# ---------------------------------------------------------------------------------------------
-# The report
-
-
-def _rate(x: float | None) -> str:
-    if x is None:
-        return "–"
-    if x >= 1e6:
-        return f"{x / 1e6:.2f} M"
-    if x >= 1e3:
-        return f"{x / 1e3:.0f} k"
-    return f"{x:.0f}"
-
-
-def _ratio_target(ratio: float | None, target: float) -> str:
-    if ratio is None:
-        return "–"
-    if ratio >= target:
-        return f"met ({ratio:.2f}×)"
-    shown = f"{ratio:.2f}" if f"{ratio:.2f}" != f"{target:.2f}" else f"{ratio:.3f}"
-    return f"missed ({shown}×, {target / ratio:.3f}× short)"
-
-
-def report(rows: list[Row], meta: dict) -> str:
-    lines = [
-        f"cq bench kafka: {meta['events']:,} bids and {meta['asks']:,} asks (seed {meta['seed']}) "
-        f"on 2-partition topics of a local Kafka {meta.get('broker', '')} broker, median of "
-        f"{meta['repeat']}; {meta['machine']}; {meta['date']}.",
-    ]
-    clock = ("producer timestamps (CreateTime)" if meta.get("span_clock") == "create"
-             else "broker append times")
-    nex = next((r.inputs for r in rows if r.query.startswith("nexmark")), None)
-    if nex is not None:
-        lines[0] += (f" NEXMark q1 and q7 read the {nex:,} bids among {meta['events']:,} NEXMark "
-                     f"events (seed {meta['seed']}, 10,000 events/s of event time), on a topic "
-                     "of their own.")
-    lines += [
-        "",
-        "Kafka → Kafka, every engine a fresh process per run. Whole process: spawn to exit "
-        "(reading to the end of the input, results acknowledged by the broker). First → last "
-        f"output: the span between the output topic's first and last messages' {clock} "
-        "(input messages ÷ span: steady state, start-up and the wait for the first result left "
-        "out). msg/s counts input messages read.",
-        "",
-        "| query | engine | whole process | msg/s (whole) | msg/s (first → last output) "
-        "| peak RSS MiB | output messages | count as expected |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for row in rows:
-        for engine, c in row.cells.items():
-            if not c.supported:
-                lines.append(f"| {row.query} | {engine} | – | – | – | – | – | {c.note} |")
-                continue
-            m, s = c.median(), c.span()
-            outputs = f"{c.outputs:,}" if c.outputs is not None else "–"
-            lines.append(
-                f"| {row.query} | {engine} | {f'{m:.2f} s' if m else '–'} "
-                f"| {_rate(row.inputs / m) if m else '–'} "
-                f"| {_rate(row.inputs / s) if s else '–'} | {c.peak_rss / 2**20:.0f} "
-                f"| {outputs} | {'yes' if c.agrees else 'NO: ' + c.note} |"
-            )
-    lines += [
-        "",
-        "Targets (issue 21): cq ≥ 3× Spark and ≥ 3× Quix Streams on every query, whole process; "
-        "pass-through ≥ 300 k msg/s. cq = cq run with its default client, confluent-kafka; "
-        "cq ÷ X = cq's whole-process msg/s divided by X's (above 1: cq is faster).",
-        "",
-        "| query | cq msg/s | cq ÷ Spark | cq ÷ Quix | ≥ 3× Spark | ≥ 3× Quix | ≥ 300 k msg/s |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for row in rows:
-        cq = row.cells.get("cq")
-        if cq is None or not cq.median():
-            continue
-        rate = row.inputs / cq.median()
-
-        def ratio(peer: str, cq=cq, row=row) -> float | None:
-            c = row.cells.get(peer)
-            return c.median() / cq.median() if c and c.supported and c.median() else None
-
-        sp, qx = ratio("spark"), ratio("quix")
-        pt = "–"
-        if row.query == "pass-through":
-            pt = ("met" if rate >= PASS_THROUGH_TARGET else
-                  f"missed ({PASS_THROUGH_TARGET / rate:.2f}× short)")
-        lines.append(
-            f"| {row.query} | {_rate(rate)} | {f'{sp:.2f}×' if sp else '–'} "
-            f"| {f'{qx:.2f}×' if qx else '–'} | {_ratio_target(sp, RATIO_TARGET)} "
-            f"| {_ratio_target(qx, RATIO_TARGET)} | {pt} |"
-        )
-    if meta.get("notes"):
-        lines += [""] + [f"- {n}" for n in meta["notes"]]
-    return "\n".join(lines) + "\n"
-
-
-def save(rows: list[Row], folder: Path, meta: dict) -> str:
-    folder.mkdir(parents=True, exist_ok=True)
-    text = report(rows, meta)
-    (folder / "kafka.json").write_text(
-        json.dumps({"meta": meta, "rows": [asdict(r) for r in rows]}, indent=1) + "\n")
-    (folder / "kafka.md").write_text(text)
-    return text
-
-
-def load(folder: Path) -> tuple[list[Row], dict]:
-    """The rows and meta saved in `folder`/kafka.json."""
-    saved = json.loads((folder / "kafka.json").read_text())
-    rows = [Row(r["query"], r["inputs"], r["expected"],
-                {e: Cell(**c) for e, c in r["cells"].items()}) for r in saved["rows"]]
-    return rows, saved["meta"]
