@@ -495,6 +495,7 @@ class Cell:
     compared: int | None = None  # the count checked (sliding-agg: settled windows only)
     agrees: bool | None = None
     note: str = ""
+    latency_asked: float | None = None  # half the sustained rate: what production aimed at
     latency_rate: float | None = None  # input msg/s produced in the latency phase
     p50_ms: float | None = None
     p99_ms: float | None = None

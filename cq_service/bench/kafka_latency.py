@@ -336,7 +336,7 @@ def latency_phase(engine: str, q: Query, cell: Cell, row: Row, data, bootstrap: 
     sustained = cell.sustained(row.inputs)
     if not sustained:
         return
-    rate = sustained / 2
+    rate = cell.latency_asked = sustained / 2
     say(f"{q.name} on {engine}: latency at {rate:,.0f} msg/s (half of {sustained:,.0f})")
 
     def cmd(lat_topics, out, live):

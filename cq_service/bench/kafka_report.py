@@ -42,6 +42,13 @@ def _rate(x: float | None) -> str:
     return f"{x:.0f}"
 
 
+def _produced(c: Cell) -> str:
+    """The latency phase's input rate; the rate asked too where production fell short."""
+    if c.latency_asked and c.latency_rate and c.latency_rate < 0.95 * c.latency_asked:
+        return f"{_rate(c.latency_rate)} (asked {_rate(c.latency_asked)})"
+    return _rate(c.latency_rate)
+
+
 def _latency(c: Cell) -> str:
     if c.p50_ms is None or c.p99_ms is None:
         return c.latency_note or "–"
@@ -96,7 +103,7 @@ def report(rows: list[Row], meta: dict) -> str:
                 f"| {_rate(row.inputs / m) if m else '–'} "
                 f"| {_rate(row.inputs / s) if s else '–'} | {c.peak_rss / 2**20:.0f} "
                 f"| {outputs} | {'yes' if c.agrees else 'NO: ' + c.note} "
-                f"| {_rate(c.latency_rate)} | {_latency(c)} |"
+                f"| {_produced(c)} | {_latency(c)} |"
             )
     if measured:
         lines += ["", LATENCY_DEFINITION.format(grace=meta.get("latency_grace", 5.0))]
