@@ -19,7 +19,6 @@ any engine (`expected_counts`): a difference fails the run.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import statistics
@@ -31,8 +30,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from confluent_kafka import KafkaException
 
+from cq_service.bench.kafka_topics import (
+    count,
+    create_topic,
+    delete_topics,
+    encode,
+    end_offsets,
+    messages,
+    output_span,
+    topics_present,
+)
 from cq_service.bench.procmem import run_measured
 
 __all__ = [
@@ -143,14 +151,14 @@ def generate(n: int, seed: int) -> dict[str, dict[str, np.ndarray]]:
     never decrease within a partition and every instant is a slide boundary of the aggregate."""
     rng = np.random.default_rng(seed)
     out = {}
-    for name, count in (("bids", n), ("asks", max(n // 10, 1))):
-        idx = np.arange(count, dtype=np.int64)
+    for name, size in (("bids", n), ("asks", max(n // 10, 1))):
+        idx = np.arange(size, dtype=np.int64)
         out[name] = {
             "id": idx,
-            "auction": rng.integers(0, GROUPS, count, dtype=np.int64),
-            "bidder": rng.integers(0, 100_000, count, dtype=np.int64),
-            "price": rng.integers(1, PRICE_MAX + 1, count, dtype=np.int64),
-            "dateTime": BASE_TIME_MS + (idx * SPAN_SECONDS // count) * 1000,
+            "auction": rng.integers(0, GROUPS, size, dtype=np.int64),
+            "bidder": rng.integers(0, 100_000, size, dtype=np.int64),
+            "price": rng.integers(1, PRICE_MAX + 1, size, dtype=np.int64),
+            "dateTime": BASE_TIME_MS + (idx * SPAN_SECONDS // size) * 1000,
         }
     return out
 
@@ -236,131 +244,13 @@ def agg_cutoff_ms(data: dict[str, dict[str, np.ndarray]]) -> int:
     return int(data["bids"]["dateTime"].max()) - AGG_SETTLED_MS
 
 
-def _values(cols: dict[str, np.ndarray]) -> list[bytes]:
-    names = [k for k in cols if not (k == "id" and "url" in cols)]  # NEXMark bids have no id
-    rows = zip(*(cols[k].tolist() for k in names), strict=True)
-    return [
-        ("{" + ",".join(f'"{k}":{json.dumps(v)}' for k, v in zip(names, row, strict=True))
-         + "}").encode()
-        for row in rows
-    ]
-
-
 # ---------------------------------------------------------------------------------------------
 # The broker
 
 
-def _admin(bootstrap: str):
-    from confluent_kafka.admin import AdminClient
-
-    return AdminClient({"bootstrap.servers": bootstrap})
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int = 2, *,
-                 append_time: bool = False) -> None:
-    """A topic; with `append_time`, its messages are stamped by the broker when appended
-    (LogAppendTime): the same clock for every engine, whatever timestamp its producer sets
-    (Quix Streams copies the input message's)."""
-    from confluent_kafka.admin import NewTopic
-
-    config = {"message.timestamp.type": "LogAppendTime"} if append_time else {}
-    admin = _admin(bootstrap)  # kept until the result is in: its handle serves the future
-    futures = admin.create_topics([NewTopic(topic, partitions, 1, config=config)])
-    futures[topic].result(30)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:  # ready: every partition has a leader that answers
-        with contextlib.suppress(KafkaException, RuntimeError):  # not ready yet: asked again
-            if len(end_offsets(bootstrap, topic)) == partitions:
-                return
-        time.sleep(0.2)
-    raise RuntimeError(f"topic {topic} not ready after 30 s")
-
-
-def delete_topics(bootstrap: str, topics: list[str]) -> None:
-    if not topics:
-        return
-    admin = _admin(bootstrap)
-    futures = admin.delete_topics(topics, operation_timeout=30)
-    for f in futures.values():
-        with contextlib.suppress(KafkaException):  # already gone is fine
-            f.result(30)
-
-
-def topics_present(bootstrap: str) -> set[str]:
-    return set(_admin(bootstrap).list_topics(timeout=10).topics)
-
-
-def _consumer(bootstrap: str):
-    from confluent_kafka import Consumer
-
-    return Consumer({"bootstrap.servers": bootstrap, "group.id": f"cqbench-{uuid.uuid4().hex}",
-                     "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-
-
-def end_offsets(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
-    """(low, high) watermark offsets per partition."""
-    from confluent_kafka import TopicPartition
-
-    c = _consumer(bootstrap)
-    try:
-        meta = c.list_topics(topic, timeout=10).topics[topic]
-        if meta.error is not None:
-            raise RuntimeError(f"{topic}: {meta.error}")
-        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-                for p in meta.partitions}
-    finally:
-        c.close()
-
-
-def count(bootstrap: str, topic: str) -> int:
-    return sum(high - low for low, high in end_offsets(bootstrap, topic).values())
-
-
-def output_span(bootstrap: str, topic: str) -> float | None:
-    """Seconds between the first and the last message's timestamps in `topic`."""
-    from confluent_kafka import TopicPartition
-
-    offsets = end_offsets(bootstrap, topic)
-    stamps = []
-    c = _consumer(bootstrap)
-    try:
-        for p, (low, high) in offsets.items():
-            for off in {low, high - 1} if high > low else ():
-                c.assign([TopicPartition(topic, p, off)])
-                msg = None
-                deadline = time.monotonic() + 30
-                while msg is None and time.monotonic() < deadline:
-                    msg = c.poll(1.0)
-                    if msg is not None and msg.error():
-                        msg = None
-                if msg is not None:
-                    stamps.append(msg.timestamp()[1])
-    finally:
-        c.close()
-    return (max(stamps) - min(stamps)) / 1000 if len(stamps) >= 2 else None
-
-
-def _messages(bootstrap: str, topic: str):
-    """Every message value of `topic`, decoded."""
-    from confluent_kafka import TopicPartition
-
-    offsets = end_offsets(bootstrap, topic)
-    c = _consumer(bootstrap)
-    try:
-        c.assign([TopicPartition(topic, p, low) for p, (low, _) in offsets.items()])
-        left = sum(high - low for low, high in offsets.values())
-        while left > 0:
-            for msg in c.consume(10_000, 5.0):
-                if not msg.error():
-                    left -= 1
-                    yield json.loads(msg.value())
-    finally:
-        c.close()
-
-
 def count_settled(bootstrap: str, topic: str, cutoff_ms: int) -> int:
     """sliding-agg rows whose window boundary (`_ts`, or Spark's `t0`) is <= cutoff_ms."""
-    return sum(1 for v in _messages(bootstrap, topic) if v.get("_ts", v.get("t0")) <= cutoff_ms)
+    return sum(1 for v in messages(bootstrap, topic) if v.get("_ts", v.get("t0")) <= cutoff_ms)
 
 
 def boundary_row(v: dict, fields: tuple[str, ...]) -> tuple:
@@ -374,7 +264,7 @@ def boundary_row(v: dict, fields: tuple[str, ...]) -> tuple:
 def count_per_boundary(bootstrap: str, topic: str, fields: tuple[str, ...]) -> int:
     """NEXMark q5's distinct (boundary, auction) or q7's (boundary, auction, price, bidder)
     rows (see `boundary_row`)."""
-    return len({boundary_row(v, fields) for v in _messages(bootstrap, topic)})
+    return len({boundary_row(v, fields) for v in messages(bootstrap, topic)})
 
 
 def ensure_input(bootstrap: str, n: int, seed: int, data, say=print) -> dict[str, str]:
@@ -406,7 +296,7 @@ def ensure_input(bootstrap: str, n: int, seed: int, data, say=print) -> dict[str
             if err is not None:
                 failed.append(err)
 
-        values = _values(data[kind])
+        values = encode(data[kind])
         for i, value in enumerate(values):
             while True:
                 try:
@@ -590,13 +480,41 @@ def run_benchmark(
                 finally:
                     delete_topics(bootstrap, [out])
             if latency and cell.agrees:
-                from cq_service.bench.kafka_latency import latency_phase
-
-                latency_phase(engine, q, cell, row, data, bootstrap, work, timeout, grace, say)
+                _latency_phase(engine, q, cell, row, data, bootstrap, work, timeout, grace, say)
         rows.append(row)
         if on_row:
             on_row(rows)
     return rows
+
+
+def _latency_phase(engine: str, q: Query, cell: Cell, row: Row, data, bootstrap: str,
+                  work: Path, timeout: float, grace: float, say) -> None:
+    """`measure` at half the sustained rate of `cell` (the throughput phase's); the result
+    kept in `cell`."""
+    from cq_service.bench import kafka_latency
+
+    sustained = cell.sustained(row.inputs)
+    if not sustained:
+        return
+    rate = cell.latency_asked = sustained / 2
+    say(f"{q.name} on {engine}: latency at {rate:,.0f} msg/s (half of {sustained:,.0f})")
+
+    def cmd(lat_topics, out, live):
+        return command(engine, q, lat_topics, out, bootstrap, work, row.inputs, live)
+
+    try:
+        got = kafka_latency.measure(
+            engine=engine, query=q, data=data, rate=rate, bootstrap=bootstrap, work=work,
+            engine_command=cmd, env=dict(os.environ, PYTHONPATH=str(_REPO)), timeout=timeout,
+            grace=grace, boundary_fields=BOUNDARY_FIELDS.get(q.name), say=say)
+    except RuntimeError as e:
+        say(f"latency of {q.name} on {engine} not measured: {e}")
+        cell.latency_note = "the latency run failed"
+        return
+    cell.latency_rate, cell.p50_ms, cell.p99_ms = got.rate, got.p50_ms, got.p99_ms
+    cell.latency_samples, cell.latency_note = got.samples, got.note
+    if got.p50_ms is not None:
+        say(f"  p50 {got.p50_ms:.0f} ms, p99 {got.p99_ms:.0f} ms over {got.samples:,} results")
 
 
 def disagreements(rows: list[Row]) -> list[str]:

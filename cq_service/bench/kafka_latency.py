@@ -38,25 +38,19 @@ from pathlib import Path
 
 import numpy as np
 
-from cq_service.bench.kafka_bench import (
-    _REPO,
-    BOUNDARY_FIELDS,
-    MINUTE_MS,
-    Cell,
-    Query,
-    Row,
-    _consumer,
-    _values,
-    command,
+from cq_service.bench.kafka_topics import (
+    consumer,
     create_topic,
     delete_topics,
+    encode,
     end_offsets,
 )
 
 __all__ = [
-    "Latency", "broker_connected", "latencies", "latency_phase", "measure", "paced_order",
+    "Latency", "broker_connected", "latencies", "measure", "paced_order",
 ]
 
+MINUTE_MS = 60_000
 GRACE_S = 5.0  # after the engine's first connection to the broker, before producing
 RECORD_KEYS = {  # the input columns an output of a record-at-a-time query is matched on
     "pass-through": ("auction", "price"),
@@ -157,7 +151,7 @@ def _append_times(bootstrap: str, topic: str, n: int) -> np.ndarray:
     from confluent_kafka import TopicPartition
 
     out = np.full(n, -1, dtype=np.int64)
-    c = _consumer(bootstrap)
+    c = consumer(bootstrap)
     try:
         c.assign([TopicPartition(topic, p, 0) for p in (0, 1)])
         left = n
@@ -179,7 +173,7 @@ def _outputs(bootstrap: str, topic: str) -> tuple[np.ndarray, list[dict]]:
 
     offsets = end_offsets(bootstrap, topic)
     stamps, values = [], []
-    c = _consumer(bootstrap)
+    c = consumer(bootstrap)
     try:
         c.assign([TopicPartition(topic, p, low) for p, (low, _) in offsets.items()])
         left = sum(high - low for low, high in offsets.values())
@@ -233,9 +227,10 @@ def _reached(times: np.ndarray, appended: np.ndarray, bound: np.ndarray) -> np.n
 
 
 def latencies(query: str, data: dict[str, dict[str, np.ndarray]],
-              appended: dict[str, np.ndarray], stamps: np.ndarray,
-              values: list[dict]) -> np.ndarray:
-    """Latency in ms of every counted output (see the module docstring)."""
+              appended: dict[str, np.ndarray], stamps: np.ndarray, values: list[dict],
+              boundary_fields: tuple[str, ...] | None = None) -> np.ndarray:
+    """Latency in ms of every counted output (see the module docstring); `boundary_fields`:
+    the columns of a per-boundary query's rows (q5, q7), each distinct row counted once."""
 
     if query in RECORD_KEYS:
         kind = "nexmark" if query.startswith("nexmark") else "bids"
@@ -250,11 +245,11 @@ def latencies(query: str, data: dict[str, dict[str, np.ndarray]],
         ask = np.array([v["ask"] for v in values], dtype=np.int64)
         return stamps - np.maximum(appended["bids"][bid], appended["asks"][ask])
     kind = "nexmark" if query.startswith("nexmark") else "bids"
-    if query in BOUNDARY_FIELDS:
+    if boundary_fields:
         first: dict[tuple, int] = {}
         for s, v in zip(stamps.tolist(), values, strict=True):
             t0 = v["t0"] if "t0" in v else v["_ts"] // MINUTE_MS * MINUTE_MS
-            first.setdefault((t0, *(v[f] for f in BOUNDARY_FIELDS[query])), s)
+            first.setdefault((t0, *(v[f] for f in boundary_fields)), s)
         bound = np.array([k[0] for k in first], dtype=np.int64)
         out = np.array(list(first.values()), dtype=np.int64)
     else:
@@ -271,7 +266,7 @@ def latencies(query: str, data: dict[str, dict[str, np.ndarray]],
 def measure(
     *, engine: str, query, data: dict[str, dict[str, np.ndarray]], rate: float, bootstrap: str,
     work: Path, engine_command, env: dict[str, str], timeout: float, grace: float = GRACE_S,
-    say=print,
+    boundary_fields: tuple[str, ...] | None = None, say=print,
 ) -> Latency:
     """The engine on `query` with its input produced at `rate` messages per second.
 
@@ -301,7 +296,7 @@ def measure(
                 time.sleep(0.1)
             time.sleep(grace)
             kind_of, index = paced_order(data, kinds)
-            values = [_values(data[k]) for k in kinds]
+            values = [encode(data[k]) for k in kinds]
             achieved = produce_paced(bootstrap, [topics[k] for k in kinds], values, kind_of,
                                      index, rate)
             say(f"  produced at {achieved:,.0f} msg/s")
@@ -320,38 +315,10 @@ def measure(
                 proc.wait()
         appended = {k: _append_times(bootstrap, topics[k], len(data[k]["id"])) for k in kinds}
         stamps, outs = _outputs(bootstrap, out)
-        lat = latencies(query.name, data, appended, stamps, outs)
+        lat = latencies(query.name, data, appended, stamps, outs, boundary_fields)
     finally:
         delete_topics(bootstrap, [*topics.values(), out])
     if len(lat) == 0:
         return Latency(achieved, None, None, 0, "no output counted")
     p50, p99 = np.percentile(lat, [50, 99])
     return Latency(achieved, float(p50), float(p99), len(lat))
-
-
-def latency_phase(engine: str, q: Query, cell: Cell, row: Row, data, bootstrap: str,
-                  work: Path, timeout: float, grace: float, say) -> None:
-    """`measure` at half the sustained rate of `cell` (the throughput phase's); the result
-    kept in `cell`."""
-    sustained = cell.sustained(row.inputs)
-    if not sustained:
-        return
-    rate = cell.latency_asked = sustained / 2
-    say(f"{q.name} on {engine}: latency at {rate:,.0f} msg/s (half of {sustained:,.0f})")
-
-    def cmd(lat_topics, out, live):
-        return command(engine, q, lat_topics, out, bootstrap, work, row.inputs, live)
-
-    try:
-        got = measure(
-            engine=engine, query=q, data=data, rate=rate, bootstrap=bootstrap, work=work,
-            engine_command=cmd, env=dict(os.environ, PYTHONPATH=str(_REPO)), timeout=timeout,
-            grace=grace, say=say)
-    except RuntimeError as e:
-        say(f"latency of {q.name} on {engine} not measured: {e}")
-        cell.latency_note = "the latency run failed"
-        return
-    cell.latency_rate, cell.p50_ms, cell.p99_ms = got.rate, got.p50_ms, got.p99_ms
-    cell.latency_samples, cell.latency_note = got.samples, got.note
-    if got.p50_ms is not None:
-        say(f"  p50 {got.p50_ms:.0f} ms, p99 {got.p99_ms:.0f} ms over {got.samples:,} results")

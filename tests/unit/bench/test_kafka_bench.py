@@ -12,6 +12,7 @@ import pytest
 
 from cq_service.bench.kafka_bench import (
     AGG_SETTLED_MS,
+    BOUNDARY_FIELDS,
     FILTER_MODULUS,
     QUERIES,
     SCHEMAS,
@@ -188,7 +189,8 @@ def test_q7_rows_repeated_by_rstream_count_once() -> None:
     appended = {"nexmark": np.array([100, 101, 102, 103])}
     row = {"auction": 1, "price": 9, "bidder": 0}
     outputs = [{"_ts": t, **row}, {"_ts": t + 5, **row}]  # the repeat at t + 5
-    got = latencies("nexmark-q7", data, appended, np.array([120, 130]), outputs)
+    got = latencies("nexmark-q7", data, appended, np.array([120, 130]), outputs,
+                    BOUNDARY_FIELDS["nexmark-q7"])
     assert got.tolist() == [120 - 101]
 
 
