@@ -165,6 +165,8 @@ def _append_times(bootstrap: str, topic: str, n: int) -> np.ndarray:
                         left -= 1
     finally:
         c.close()
+    if left > 0:
+        raise RuntimeError(f"{topic}: {left} of {n} input messages not read back")
     return out
 
 
@@ -177,7 +179,10 @@ def _outputs(bootstrap: str, topic: str) -> tuple[np.ndarray, list[dict]]:
     try:
         c.assign([TopicPartition(topic, p, low) for p, (low, _) in offsets.items()])
         left = sum(high - low for low, high in offsets.values())
+        deadline = time.monotonic() + 300
         while left > 0:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{topic}: {left} output messages not read back")
             for msg in c.consume(10_000, 5.0):
                 if not msg.error():
                     left -= 1

@@ -52,7 +52,8 @@ def _produced(c: Cell) -> str:
 def _latency(c: Cell) -> str:
     if c.p50_ms is None or c.p99_ms is None:
         return c.latency_note or "–"
-    return f"{c.p50_ms:,.0f} / {c.p99_ms:,.0f} ms ({c.latency_samples:,} results)"
+    results = "result" if c.latency_samples == 1 else "results"
+    return f"{c.p50_ms:,.0f} / {c.p99_ms:,.0f} ms ({c.latency_samples:,} {results})"
 
 
 def _ratio_target(ratio: float | None, target: float) -> str:
