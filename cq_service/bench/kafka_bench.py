@@ -513,6 +513,11 @@ def _latency_phase(engine: str, q: Query, cell: Cell, row: Row, data, bootstrap:
         return
     cell.latency_rate, cell.p50_ms, cell.p99_ms = got.rate, got.p50_ms, got.p99_ms
     cell.latency_samples, cell.latency_note = got.samples, got.note
+    if q.name in kafka_latency.RECORD_KEYS and got.samples != cell.outputs:
+        # Every output of a record-at-a-time query is matched to its input: fewer means the
+        # latency run did not process (or write) the whole input.
+        cell.latency_note = f"only {got.samples:,} of {cell.outputs:,} results in the latency run"
+        say(f"  {cell.latency_note}")
     if got.p50_ms is not None:
         say(f"  p50 {got.p50_ms:.0f} ms, p99 {got.p99_ms:.0f} ms over {got.samples:,} results")
 

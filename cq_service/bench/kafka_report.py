@@ -53,7 +53,8 @@ def _latency(c: Cell) -> str:
     if c.p50_ms is None or c.p99_ms is None:
         return c.latency_note or "–"
     results = "result" if c.latency_samples == 1 else "results"
-    return f"{c.p50_ms:,.0f} / {c.p99_ms:,.0f} ms ({c.latency_samples:,} {results})"
+    text = f"{c.p50_ms:,.0f} / {c.p99_ms:,.0f} ms ({c.latency_samples:,} {results})"
+    return f"{text}; {c.latency_note}" if c.latency_note else text
 
 
 def _ratio_target(ratio: float | None, target: float) -> str:
