@@ -16,7 +16,7 @@ from cq_service.engine.build import SourceOptions, build_executor
 from cq_service.engine.executor import Executor
 from cq_service.engine.scheduler import policy as make_policy
 from cq_service.io import open_sink, open_source
-from cq_service.io.base import DeadRecord, LateElement, Sink
+from cq_service.io.base import DeadRecord, LateElement, Sink, SourceReader
 from cq_service.io.dead_letter import DeadLetterSink
 from cq_service.spec.model import TIME_UNITS, PipelineSpec
 
@@ -78,6 +78,7 @@ def run_pipeline(
     adjustments: Sequence[Adjustment] = (),
     after_step: Callable[[Executor], None] | None = None,
     cpu_time: bool = False,
+    open_reader: Callable[..., SourceReader] = open_source,
 ) -> RunReport:
     """Run a compiled pipeline on its files until every source is exhausted.
 
@@ -87,7 +88,9 @@ def run_pipeline(
     timestamps written (the benchmark measures latency with it). `adjustments` (a worker's
     log) are replayed at their instants; `after_step(executor)` is called after every step.
     The changes made are in `report.executor.adjustments`. `cpu_time`: operators' busy time is
-    the thread's CPU time, not wall time (the cost model's benchmarks on a shared machine)."""
+    the thread's CPU time, not wall time (the cost model's benchmarks on a shared machine).
+    `open_reader` opens each source (`open_source`'s signature; `cq bench kafka`'s latency phase
+    opens live Kafka readers that end after a given number of messages)."""
     spec = compiled.spec
     if policy is None:
         policy, latency_bound = scheduler_of(spec)
@@ -98,7 +101,7 @@ def run_pipeline(
     for node in compiled.plan.nodes:
         if isinstance(node.op, Source):
             s = inputs[node.op.name]
-            readers[s.name] = open_source(
+            readers[s.name] = open_reader(
                 s, spec.time_unit, batch_rows, columns=compiled.plan.source_columns.get(s.name)
             )
             options[s.name] = SourceOptions(s.is_relation, s.max_delay, s.late, s.heartbeat)

@@ -19,7 +19,6 @@ any engine (`expected_counts`): a difference fails the run.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import statistics
@@ -27,12 +26,21 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from confluent_kafka import KafkaException
 
+from cq_service.bench.kafka_topics import (
+    count,
+    create_topic,
+    delete_topics,
+    encode,
+    end_offsets,
+    messages,
+    output_span,
+    topics_present,
+)
 from cq_service.bench.procmem import run_measured
 
 __all__ = [
@@ -52,10 +60,7 @@ __all__ = [
     "expected_counts",
     "generate",
     "generate_nexmark",
-    "load",
-    "report",
     "run_benchmark",
-    "save",
 ]
 
 _PEERS = Path(__file__).resolve().parent / "peers"
@@ -100,6 +105,14 @@ QUERIES: dict[str, Query] = {
               "SELECT Rstream(auction, price * 89 / 100 AS price, bidder, dateTime) "
               "FROM Bid [Now]",
               "NEXMark q1 (currency conversion) over the NEXMark bids"),
+        Query("nexmark-q5", ("nexmark",),
+              "SELECT Rstream(auction) "
+              "FROM (SELECT B1.auction, COUNT(*) AS num "
+              "FROM Bid [Range 60 Minute Slide 1 Minute] B1 GROUP BY B1.auction) "
+              "WHERE num >= ALL (SELECT COUNT(*) "
+              "FROM Bid [Range 60 Minute Slide 1 Minute] B2 GROUP BY B2.auction)",
+              "NEXMark q5 (hot items: the auctions with the most bids in the last hour, every "
+              "minute) over the NEXMark bids"),
         Query("nexmark-q7", ("nexmark",),
               "SELECT Rstream(B.auction, B.price, B.bidder) "
               "FROM Bid [Range 1 Minute Slide 1 Minute] B "
@@ -112,6 +125,10 @@ QUERIES: dict[str, Query] = {
 ENGINES = ("cq", "cq-kafka-python", "spark", "quix")
 QUIX_QUERIES = ("pass-through", "filter", "nexmark-q1")
 MINUTE_MS = 60_000
+HOUR_MS = 60 * MINUTE_MS
+# Per-boundary queries: CQL's Rstream repeats a window's result at every instant until the next
+# boundary; the count (and the latency) takes each boundary's distinct rows once.
+BOUNDARY_FIELDS = {"nexmark-q5": ("auction",), "nexmark-q7": ("auction", "price", "bidder")}
 # The columns of each input kind, as the pipeline schema declares them.
 SCHEMAS = {
     "bids": "{id: int, auction: int, bidder: int, price: int, dateTime: timestamp}",
@@ -120,8 +137,7 @@ SCHEMAS = {
                "dateTime: timestamp, extra: string}",
 }
 STREAM_NAMES = {"bids": "Bids", "asks": "Asks", "nexmark": "Bid"}
-RATIO_TARGET = 3.0
-PASS_THROUGH_TARGET = 300_000.0
+
 
 
 # ---------------------------------------------------------------------------------------------
@@ -135,14 +151,14 @@ def generate(n: int, seed: int) -> dict[str, dict[str, np.ndarray]]:
     never decrease within a partition and every instant is a slide boundary of the aggregate."""
     rng = np.random.default_rng(seed)
     out = {}
-    for name, count in (("bids", n), ("asks", max(n // 10, 1))):
-        idx = np.arange(count, dtype=np.int64)
+    for name, size in (("bids", n), ("asks", max(n // 10, 1))):
+        idx = np.arange(size, dtype=np.int64)
         out[name] = {
             "id": idx,
-            "auction": rng.integers(0, GROUPS, count, dtype=np.int64),
-            "bidder": rng.integers(0, 100_000, count, dtype=np.int64),
-            "price": rng.integers(1, PRICE_MAX + 1, count, dtype=np.int64),
-            "dateTime": BASE_TIME_MS + (idx * SPAN_SECONDS // count) * 1000,
+            "auction": rng.integers(0, GROUPS, size, dtype=np.int64),
+            "bidder": rng.integers(0, 100_000, size, dtype=np.int64),
+            "price": rng.integers(1, PRICE_MAX + 1, size, dtype=np.int64),
+            "dateTime": BASE_TIME_MS + (idx * SPAN_SECONDS // size) * 1000,
         }
     return out
 
@@ -170,6 +186,20 @@ def q7_rows(bids: dict[str, np.ndarray]) -> int:
         inside = price[(ts >= t0 - MINUTE_MS) & (ts <= t0)]
         if len(inside):
             rows += int((inside == inside.max()).sum())
+    return rows
+
+
+def q5_rows(bids: dict[str, np.ndarray]) -> int:
+    """NEXMark q5's result rows: for every minute boundary t0 between the first and the last
+    bid, the auctions whose bid count in [t0 - 60 min, t0] is the largest there."""
+    ts, auction = bids["dateTime"], bids["auction"]
+    first = -(-int(ts.min()) // MINUTE_MS) * MINUTE_MS
+    rows = 0
+    for t0 in range(first, int(ts.max()) + 1, MINUTE_MS):
+        inside = auction[(ts >= t0 - HOUR_MS) & (ts <= t0)]
+        if len(inside):
+            _, counts = np.unique(inside, return_counts=True)
+            rows += int((counts == counts.max()).sum())
     return rows
 
 
@@ -205,6 +235,7 @@ def expected_counts(data: dict[str, dict[str, np.ndarray]]) -> dict[str, int]:
     }
     if "nexmark" in data:
         counts["nexmark-q1"] = len(data["nexmark"]["id"])
+        counts["nexmark-q5"] = q5_rows(data["nexmark"])
         counts["nexmark-q7"] = q7_rows(data["nexmark"])
     return counts
 
@@ -213,142 +244,27 @@ def agg_cutoff_ms(data: dict[str, dict[str, np.ndarray]]) -> int:
     return int(data["bids"]["dateTime"].max()) - AGG_SETTLED_MS
 
 
-def _values(cols: dict[str, np.ndarray]) -> list[bytes]:
-    names = [k for k in cols if not (k == "id" and "url" in cols)]  # NEXMark bids have no id
-    rows = zip(*(cols[k].tolist() for k in names), strict=True)
-    return [
-        ("{" + ",".join(f'"{k}":{json.dumps(v)}' for k, v in zip(names, row, strict=True))
-         + "}").encode()
-        for row in rows
-    ]
-
-
 # ---------------------------------------------------------------------------------------------
 # The broker
 
 
-def _admin(bootstrap: str):
-    from confluent_kafka.admin import AdminClient
-
-    return AdminClient({"bootstrap.servers": bootstrap})
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int = 2, *,
-                 append_time: bool = False) -> None:
-    """A topic; with `append_time`, its messages are stamped by the broker when appended
-    (LogAppendTime): the same clock for every engine, whatever timestamp its producer sets
-    (Quix Streams copies the input message's)."""
-    from confluent_kafka.admin import NewTopic
-
-    config = {"message.timestamp.type": "LogAppendTime"} if append_time else {}
-    admin = _admin(bootstrap)  # kept until the result is in: its handle serves the future
-    futures = admin.create_topics([NewTopic(topic, partitions, 1, config=config)])
-    futures[topic].result(30)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:  # ready: every partition has a leader that answers
-        with contextlib.suppress(KafkaException, RuntimeError):  # not ready yet: asked again
-            if len(end_offsets(bootstrap, topic)) == partitions:
-                return
-        time.sleep(0.2)
-    raise RuntimeError(f"topic {topic} not ready after 30 s")
-
-
-def delete_topics(bootstrap: str, topics: list[str]) -> None:
-    if not topics:
-        return
-    admin = _admin(bootstrap)
-    futures = admin.delete_topics(topics, operation_timeout=30)
-    for f in futures.values():
-        with contextlib.suppress(KafkaException):  # already gone is fine
-            f.result(30)
-
-
-def topics_present(bootstrap: str) -> set[str]:
-    return set(_admin(bootstrap).list_topics(timeout=10).topics)
-
-
-def _consumer(bootstrap: str):
-    from confluent_kafka import Consumer
-
-    return Consumer({"bootstrap.servers": bootstrap, "group.id": f"cqbench-{uuid.uuid4().hex}",
-                     "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-
-
-def end_offsets(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
-    """(low, high) watermark offsets per partition."""
-    from confluent_kafka import TopicPartition
-
-    c = _consumer(bootstrap)
-    try:
-        meta = c.list_topics(topic, timeout=10).topics[topic]
-        if meta.error is not None:
-            raise RuntimeError(f"{topic}: {meta.error}")
-        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-                for p in meta.partitions}
-    finally:
-        c.close()
-
-
-def count(bootstrap: str, topic: str) -> int:
-    return sum(high - low for low, high in end_offsets(bootstrap, topic).values())
-
-
-def output_span(bootstrap: str, topic: str) -> float | None:
-    """Seconds between the first and the last message's timestamps in `topic`."""
-    from confluent_kafka import TopicPartition
-
-    offsets = end_offsets(bootstrap, topic)
-    stamps = []
-    c = _consumer(bootstrap)
-    try:
-        for p, (low, high) in offsets.items():
-            for off in {low, high - 1} if high > low else ():
-                c.assign([TopicPartition(topic, p, off)])
-                msg = None
-                deadline = time.monotonic() + 30
-                while msg is None and time.monotonic() < deadline:
-                    msg = c.poll(1.0)
-                    if msg is not None and msg.error():
-                        msg = None
-                if msg is not None:
-                    stamps.append(msg.timestamp()[1])
-    finally:
-        c.close()
-    return (max(stamps) - min(stamps)) / 1000 if len(stamps) >= 2 else None
-
-
-def _messages(bootstrap: str, topic: str):
-    """Every message value of `topic`, decoded."""
-    from confluent_kafka import TopicPartition
-
-    offsets = end_offsets(bootstrap, topic)
-    c = _consumer(bootstrap)
-    try:
-        c.assign([TopicPartition(topic, p, low) for p, (low, _) in offsets.items()])
-        left = sum(high - low for low, high in offsets.values())
-        while left > 0:
-            for msg in c.consume(10_000, 5.0):
-                if not msg.error():
-                    left -= 1
-                    yield json.loads(msg.value())
-    finally:
-        c.close()
-
-
 def count_settled(bootstrap: str, topic: str, cutoff_ms: int) -> int:
     """sliding-agg rows whose window boundary (`_ts`, or Spark's `t0`) is <= cutoff_ms."""
-    return sum(1 for v in _messages(bootstrap, topic) if v.get("_ts", v.get("t0")) <= cutoff_ms)
+    return sum(1 for v in messages(bootstrap, topic) if v.get("_ts", v.get("t0")) <= cutoff_ms)
 
 
-def count_per_boundary(bootstrap: str, topic: str) -> int:
-    """NEXMark q7's distinct (boundary, auction, price, bidder) rows: CQL's Rstream repeats a
+def boundary_row(v: dict, fields: tuple[str, ...]) -> tuple:
+    """(boundary, *fields) of a per-boundary query's output message: CQL's Rstream repeats a
     window's result at every instant until the next boundary (its boundary: `_ts` rounded down
     to the minute), Spark emits it once with `t0`."""
-    seen = set()
-    for v in _messages(bootstrap, topic):
-        t0 = v["t0"] if "t0" in v else v["_ts"] // MINUTE_MS * MINUTE_MS
-        seen.add((t0, v["auction"], v["price"], v["bidder"]))
-    return len(seen)
+    t0 = v["t0"] if "t0" in v else v["_ts"] // MINUTE_MS * MINUTE_MS
+    return (t0, *(v[f] for f in fields))
+
+
+def count_per_boundary(bootstrap: str, topic: str, fields: tuple[str, ...]) -> int:
+    """NEXMark q5's distinct (boundary, auction) or q7's (boundary, auction, price, bidder)
+    rows (see `boundary_row`)."""
+    return len({boundary_row(v, fields) for v in messages(bootstrap, topic)})
 
 
 def ensure_input(bootstrap: str, n: int, seed: int, data, say=print) -> dict[str, str]:
@@ -380,7 +296,7 @@ def ensure_input(bootstrap: str, n: int, seed: int, data, say=print) -> dict[str
             if err is not None:
                 failed.append(err)
 
-        values = _values(data[kind])
+        values = encode(data[kind])
         for i, value in enumerate(values):
             while True:
                 try:
@@ -430,11 +346,17 @@ def supported(engine: str, query: str) -> bool:
 
 
 def command(engine: str, query: Query, topics: dict[str, str], out: str, bootstrap: str,
-            work: Path, inputs: int) -> list[str]:
+            work: Path, inputs: int, live: dict[str, int] | None = None) -> list[str]:
+    """The engine's command line; with `live` (input kind -> messages), it follows its input
+    (still being produced) until it has read that many messages (the latency phase)."""
     if engine in ("cq", "cq-kafka-python"):
         client = "confluent-kafka" if engine == "cq" else "kafka-python"
         path = work / f"{engine}-{query.name}.yaml"
         path.write_text(cq_pipeline(query, topics, out, bootstrap, client))
+        if live:
+            quota = ",".join(f"{STREAM_NAMES[k]}={n}" for k, n in live.items())
+            return [sys.executable, "-m", "cq_service.bench.kafka_live", str(path),
+                    "--messages", quota]
         return [sys.executable, "-m", "cq_service.cli", "run", str(path)]
     args = ["--bootstrap", bootstrap, "--query", query.name,
             "--bids", topics["nexmark" if "nexmark" in query.inputs else "bids"],
@@ -444,7 +366,7 @@ def command(engine: str, query: Query, topics: dict[str, str], out: str, bootstr
 
         jars = ",".join(str(j) for j in kafka_jars())
         return [sys.executable, str(_PEERS / "spark_kafka.py"), *args, "--jars", jars,
-                "--work", str(work)]
+                "--work", str(work), *(["--live", str(inputs)] if live else [])]
     if engine == "quix":
         return [_quix_python(), str(_PEERS / "quix_kafka.py"), *args, "--messages",
                 str(inputs), "--work", str(work)]
@@ -463,6 +385,20 @@ class Cell:
     compared: int | None = None  # the count checked (sliding-agg: settled windows only)
     agrees: bool | None = None
     note: str = ""
+    latency_asked: float | None = None  # half the sustained rate: what production aimed at
+    latency_rate: float | None = None  # input msg/s produced in the latency phase
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    latency_samples: int = 0
+    latency_note: str = ""
+
+    def sustained(self, inputs: int) -> float | None:
+        """Input msg/s first to last output; whole process where there is no span, or where
+        the span is under a tenth of the whole process (results written in a burst)."""
+        s, m = self.span(), self.median()
+        if s and m and s >= m / 10:
+            return inputs / s
+        return inputs / m if m else None
 
     def median(self) -> float | None:
         return statistics.median(self.seconds) if self.seconds else None
@@ -483,7 +419,11 @@ def run_benchmark(
     *, bootstrap: str, events: int, seed: int = 0, queries: tuple[str, ...],
     engines: tuple[str, ...], repeat: int, work: Path, timeout: float = 1800.0,
     say: Callable[[str], None] = print, on_row: Callable[[list[Row]], None] | None = None,
+    latency: bool = False, grace: float = 5.0,
 ) -> list[Row]:
+    """Every engine on every query, `repeat` times (the throughput phase); with `latency`,
+    then once more with the input produced at half the engine's sustained rate
+    (cq_service/bench/kafka_latency.py), `grace` seconds after the engine connected."""
     work.mkdir(parents=True, exist_ok=True)
     say(f"generating {events:,} events (seed {seed})")
     data = generate(events, seed)
@@ -523,8 +463,9 @@ def run_benchmark(
                     cell.outputs = count(bootstrap, out)
                     if name == "sliding-agg":
                         cell.compared = count_settled(bootstrap, out, cutoff)
-                    elif name == "nexmark-q7":
-                        cell.compared = count_per_boundary(bootstrap, out)
+                    elif name in BOUNDARY_FIELDS:
+                        cell.compared = count_per_boundary(bootstrap, out,
+                                                           BOUNDARY_FIELDS[name])
                     else:
                         cell.compared = cell.outputs
                     # A few messages written in one burst give no rate (NEXMark q7: 4 rows).
@@ -538,124 +479,49 @@ def run_benchmark(
                         break
                 finally:
                     delete_topics(bootstrap, [out])
+            if latency and cell.agrees:
+                _latency_phase(engine, q, cell, row, data, bootstrap, work, timeout, grace, say)
         rows.append(row)
         if on_row:
             on_row(rows)
     return rows
 
 
+def _latency_phase(engine: str, q: Query, cell: Cell, row: Row, data, bootstrap: str,
+                  work: Path, timeout: float, grace: float, say) -> None:
+    """`measure` at half the sustained rate of `cell` (the throughput phase's); the result
+    kept in `cell`."""
+    from cq_service.bench import kafka_latency
+
+    sustained = cell.sustained(row.inputs)
+    if not sustained:
+        return
+    rate = cell.latency_asked = sustained / 2
+    say(f"{q.name} on {engine}: latency at {rate:,.0f} msg/s (half of {sustained:,.0f})")
+
+    def cmd(lat_topics, out, live):
+        return command(engine, q, lat_topics, out, bootstrap, work, row.inputs, live)
+
+    try:
+        got = kafka_latency.measure(
+            engine=engine, query=q, data=data, rate=rate, bootstrap=bootstrap, work=work,
+            engine_command=cmd, env=dict(os.environ, PYTHONPATH=str(_REPO)), timeout=timeout,
+            grace=grace, boundary_fields=BOUNDARY_FIELDS.get(q.name), say=say)
+    except RuntimeError as e:
+        say(f"latency of {q.name} on {engine} not measured: {e}")
+        cell.latency_note = "the latency run failed"
+        return
+    cell.latency_rate, cell.p50_ms, cell.p99_ms = got.rate, got.p50_ms, got.p99_ms
+    cell.latency_samples, cell.latency_note = got.samples, got.note
+    if q.name in kafka_latency.RECORD_KEYS and got.samples != cell.outputs:
+        # Every output of a record-at-a-time query is matched to its input: fewer means the
+        # latency run did not process (or write) the whole input.
+        cell.latency_note = f"only {got.samples:,} of {cell.outputs:,} results in the latency run"
+        say(f"  {cell.latency_note}")
+    if got.p50_ms is not None:
+        say(f"  p50 {got.p50_ms:.0f} ms, p99 {got.p99_ms:.0f} ms over {got.samples:,} results")
+
+
 def disagreements(rows: list[Row]) -> list[str]:
     return [f"{r.query} on {e}: {c.note}" for r in rows for e, c in r.cells.items()
             if c.supported and c.agrees is False]
-
-
-# ---------------------------------------------------------------------------------------------
-# The report
-
-
-def _rate(x: float | None) -> str:
-    if x is None:
-        return "–"
-    if x >= 1e6:
-        return f"{x / 1e6:.2f} M"
-    if x >= 1e3:
-        return f"{x / 1e3:.0f} k"
-    return f"{x:.0f}"
-
-
-def _ratio_target(ratio: float | None, target: float) -> str:
-    if ratio is None:
-        return "–"
-    if ratio >= target:
-        return f"met ({ratio:.2f}×)"
-    shown = f"{ratio:.2f}" if f"{ratio:.2f}" != f"{target:.2f}" else f"{ratio:.3f}"
-    return f"missed ({shown}×, {target / ratio:.3f}× short)"
-
-
-def report(rows: list[Row], meta: dict) -> str:
-    lines = [
-        f"cq bench kafka: {meta['events']:,} bids and {meta['asks']:,} asks (seed {meta['seed']}) "
-        f"on 2-partition topics of a local Kafka {meta.get('broker', '')} broker, median of "
-        f"{meta['repeat']}; {meta['machine']}; {meta['date']}.",
-    ]
-    clock = ("producer timestamps (CreateTime)" if meta.get("span_clock") == "create"
-             else "broker append times")
-    nex = next((r.inputs for r in rows if r.query.startswith("nexmark")), None)
-    if nex is not None:
-        lines[0] += (f" NEXMark q1 and q7 read the {nex:,} bids among {meta['events']:,} NEXMark "
-                     f"events (seed {meta['seed']}, 10,000 events/s of event time), on a topic "
-                     "of their own.")
-    lines += [
-        "",
-        "Kafka → Kafka, every engine a fresh process per run. Whole process: spawn to exit "
-        "(reading to the end of the input, results acknowledged by the broker). First → last "
-        f"output: the span between the output topic's first and last messages' {clock} "
-        "(input messages ÷ span: steady state, start-up and the wait for the first result left "
-        "out). msg/s counts input messages read.",
-        "",
-        "| query | engine | whole process | msg/s (whole) | msg/s (first → last output) "
-        "| peak RSS MiB | output messages | count as expected |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for row in rows:
-        for engine, c in row.cells.items():
-            if not c.supported:
-                lines.append(f"| {row.query} | {engine} | – | – | – | – | – | {c.note} |")
-                continue
-            m, s = c.median(), c.span()
-            outputs = f"{c.outputs:,}" if c.outputs is not None else "–"
-            lines.append(
-                f"| {row.query} | {engine} | {f'{m:.2f} s' if m else '–'} "
-                f"| {_rate(row.inputs / m) if m else '–'} "
-                f"| {_rate(row.inputs / s) if s else '–'} | {c.peak_rss / 2**20:.0f} "
-                f"| {outputs} | {'yes' if c.agrees else 'NO: ' + c.note} |"
-            )
-    lines += [
-        "",
-        "Targets (issue 21): cq ≥ 3× Spark and ≥ 3× Quix Streams on every query, whole process; "
-        "pass-through ≥ 300 k msg/s. cq = cq run with its default client, confluent-kafka; "
-        "cq ÷ X = cq's whole-process msg/s divided by X's (above 1: cq is faster).",
-        "",
-        "| query | cq msg/s | cq ÷ Spark | cq ÷ Quix | ≥ 3× Spark | ≥ 3× Quix | ≥ 300 k msg/s |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for row in rows:
-        cq = row.cells.get("cq")
-        if cq is None or not cq.median():
-            continue
-        rate = row.inputs / cq.median()
-
-        def ratio(peer: str, cq=cq, row=row) -> float | None:
-            c = row.cells.get(peer)
-            return c.median() / cq.median() if c and c.supported and c.median() else None
-
-        sp, qx = ratio("spark"), ratio("quix")
-        pt = "–"
-        if row.query == "pass-through":
-            pt = ("met" if rate >= PASS_THROUGH_TARGET else
-                  f"missed ({PASS_THROUGH_TARGET / rate:.2f}× short)")
-        lines.append(
-            f"| {row.query} | {_rate(rate)} | {f'{sp:.2f}×' if sp else '–'} "
-            f"| {f'{qx:.2f}×' if qx else '–'} | {_ratio_target(sp, RATIO_TARGET)} "
-            f"| {_ratio_target(qx, RATIO_TARGET)} | {pt} |"
-        )
-    if meta.get("notes"):
-        lines += [""] + [f"- {n}" for n in meta["notes"]]
-    return "\n".join(lines) + "\n"
-
-
-def save(rows: list[Row], folder: Path, meta: dict) -> str:
-    folder.mkdir(parents=True, exist_ok=True)
-    text = report(rows, meta)
-    (folder / "kafka.json").write_text(
-        json.dumps({"meta": meta, "rows": [asdict(r) for r in rows]}, indent=1) + "\n")
-    (folder / "kafka.md").write_text(text)
-    return text
-
-
-def load(folder: Path) -> tuple[list[Row], dict]:
-    """The rows and meta saved in `folder`/kafka.json."""
-    saved = json.loads((folder / "kafka.json").read_text())
-    rows = [Row(r["query"], r["inputs"], r["expected"],
-                {e: Cell(**c) for e, c in r["cells"].items()}) for r in saved["rows"]]
-    return rows, saved["meta"]

@@ -9,6 +9,12 @@ with Spark's built-in operators only (no Python UDFs), writes each result row as
 to the output topic with the connector's Kafka sink, and exits once the query has terminated
 (every micro-batch done and the sink's producer flushed). local[2], 2 shuffle partitions.
 
+With `--live N` (the bench's latency phase, its input still being produced) the query runs with
+the default trigger (each micro-batch as soon as the last is done) and follows its topics; it
+is stopped once its micro-batches have read N input messages and no micro-batch has run for
+3 s after them (the no-data batches, which let the advanced watermark close windows, run at
+once).
+
 The queries (the CQL is in cq_service/bench/kafka_bench.py):
 pass-through  auction, price of every bid.
 filter        the same, where price % 123 = 0.
@@ -21,6 +27,10 @@ sliding-agg   `window(ts, "10 seconds", "1 second")` grouped with auction, COUNT
 join          bids ⋈ asks on auction and asks' time within ±1 s of the bid's (watermarks 10 s),
               an inner stream-stream join, which emits each pair once.
 nexmark-q1    auction, price * 89 div 100, bidder, dateTime of every NEXMark bid.
+nexmark-q5    as spark_nexmark.py's q5: each bid assigned to the minute boundaries t0 with
+              dateTime in [t0 - 60 min, t0] (watermark delay 60 min on t0), COUNT(*) per
+              (t0, auction), then per t0 the auctions with the largest count (a chained
+              aggregation collecting (auction, count)); `t0` is written with each row.
 nexmark-q7    as spark_nexmark.py's q7: each bid assigned to the minute boundaries t0 with
               dateTime in [t0 - 1 min, t0], MAX(price) per t0, joined back to the bids on t0
               and price; `t0` is written with each row.
@@ -45,6 +55,7 @@ SCHEMA = "id BIGINT, auction BIGINT, bidder BIGINT, price BIGINT, dateTime BIGIN
 NEXMARK_SCHEMA = ("auction BIGINT, bidder BIGINT, price BIGINT, channel STRING, url STRING, "
                   "dateTime BIGINT, extra STRING")
 MINUTE_MS = 60_000
+HOUR_MS = 60 * MINUTE_MS
 
 
 def read(spark: SparkSession, bootstrap: str, topic: str, schema: str = SCHEMA):
@@ -59,15 +70,15 @@ def read(spark: SparkSession, bootstrap: str, topic: str, schema: str = SCHEMA):
             .withColumn("ts", F.timestamp_millis(F.col("dateTime"))))
 
 
-def bids_by_boundary(bids):
-    """One row per minute boundary t0 with dateTime in [t0 - 1 min, t0] (as spark_nexmark.py's
-    q7), t0 the event time with a 1-minute watermark delay."""
+def bids_by_boundary(bids, range_ms: int = MINUTE_MS):
+    """One row per minute boundary t0 with dateTime in [t0 - range, t0] (as spark_nexmark.py's
+    q5 and q7), t0 the event time with a watermark delay of `range`."""
     first = F.expr(f"(dateTime + {MINUTE_MS - 1}) div {MINUTE_MS} * {MINUTE_MS}")
-    last = F.expr(f"(dateTime + {MINUTE_MS}) div {MINUTE_MS} * {MINUTE_MS}")
+    last = F.expr(f"(dateTime + {range_ms}) div {MINUTE_MS} * {MINUTE_MS}")
     return (bids.select("auction", "price", "bidder",
                         F.explode(F.sequence(first, last, F.lit(MINUTE_MS))).alias("t0"))
             .withColumn("t0", F.timestamp_millis("t0"))
-            .withWatermark("t0", f"{MINUTE_MS} milliseconds"))
+            .withWatermark("t0", f"{range_ms} milliseconds"))
 
 
 def build(spark: SparkSession, args):
@@ -75,6 +86,17 @@ def build(spark: SparkSession, args):
         bids = read(spark, args.bootstrap, args.bids, NEXMARK_SCHEMA)
         return bids.select("auction", F.expr("price * 89 div 100").alias("price"), "bidder",
                            "dateTime"), "append"
+    if args.query == "nexmark-q5":
+        counts = (bids_by_boundary(read(spark, args.bootstrap, args.bids, NEXMARK_SCHEMA),
+                                   HOUR_MS)
+                  .groupBy("t0", "auction").agg(F.count(F.lit(1)).alias("num")))
+        hottest = counts.groupBy("t0").agg(
+            F.max("num").alias("maxnum"),
+            F.collect_list(F.struct("auction", "num")).alias("counts"))
+        return (hottest
+                .select("t0", F.explode(F.expr("filter(counts, c -> c.num = maxnum)")).alias("c"))
+                .select(F.unix_millis("t0").alias("t0"), F.col("c.auction").alias("auction"))
+                ), "append"
     if args.query == "nexmark-q7":
         highest = (bids_by_boundary(read(spark, args.bootstrap, args.bids, NEXMARK_SCHEMA))
                    .groupBy("t0").agg(F.max("price").alias("maxprice"))
@@ -106,10 +128,30 @@ def build(spark: SparkSession, args):
     raise SystemExit(f"unknown query {args.query}")
 
 
+def follow(query, messages: int) -> None:
+    """Let `query` run until it has read `messages` input rows and then run no micro-batch for
+    3 s (the no-data batches that let the advanced watermark close windows run at once); stop
+    it."""
+    seen: set[int] = set()
+    read, last = 0, time.monotonic()
+    while query.isActive:
+        for p in query.recentProgress:
+            if p["batchId"] not in seen:
+                seen.add(p["batchId"])
+                read += p["numInputRows"]
+                last = time.monotonic()
+        if read >= messages and time.monotonic() - last > 3:
+            query.stop()
+            return
+        time.sleep(0.1)
+    query.awaitTermination()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     for name in ("bootstrap", "query", "bids", "asks", "out", "jars", "work"):
         ap.add_argument(f"--{name}", required=True)
+    ap.add_argument("--live", type=int, default=0, help="follow the input; stop after N messages")
     args = ap.parse_args()
     start = time.perf_counter()
     spark = local_session("cqbench-kafka", memory="4g", config={"spark.jars": args.jars})
@@ -122,10 +164,12 @@ def main() -> int:
                  .option("kafka.bootstrap.servers", args.bootstrap)
                  .option("topic", args.out)
                  .option("checkpointLocation", checkpoint)
-                 .outputMode(mode)
-                 .trigger(availableNow=True)
-                 .start())
-        query.awaitTermination()
+                 .outputMode(mode))
+        if args.live:
+            follow(query.start(), args.live)
+        else:
+            query = query.trigger(availableNow=True).start()
+            query.awaitTermination()
         done = time.perf_counter()
         print(json.dumps({"engine": "spark", "query": args.query,
                           "session_seconds": defined - start,
