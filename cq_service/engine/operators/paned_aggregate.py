@@ -37,7 +37,7 @@ from cq_service.engine.expressions import compile_expr
 from cq_service.engine.operators.segments import Segments
 from cq_service.engine.operators.window_base import WindowOperator
 from cq_service.engine.queues import Queue, QueueReader
-from cq_service.types import DataType
+from cq_service.types import DataType, arrow_type
 
 __all__ = ["PanedAggregate"]
 
@@ -94,7 +94,14 @@ class PanedAggregate(WindowOperator):
         # groups: key <-> dense id (ids are reused once no slice holds the group)
         self._ids: dict[tuple, int] = {}
         self._keys: list[tuple | None] = []
+        self._kcols = [np.empty(0, dtype=object) for _ in keys]  # key values per group
         self._free: list[int] = []
+        self._n = 0  # ids handed out
+        # one int or timestamp key: its values sorted, with their ids, instead of `_ids`
+        self._int_key = len(keys) == 1 and keys[0].type in (DataType.INT, DataType.TIMESTAMP)
+        self._ks = np.empty(0, np.int64)
+        self._kg = np.empty(0, np.int64)
+        self._null_gid = -1
         self._refs = np.zeros(0, np.int64)  # slices holding each group
         self._rows = np.zeros(0, np.int64)  # the window's rows per group
         self._cnt = [np.zeros(0, np.int64) for _ in aggs]
@@ -115,10 +122,11 @@ class PanedAggregate(WindowOperator):
 
     def state_size(self) -> tuple[int, int]:
         slices = list(self._pending) + list(self._live)
-        rows = len(self._ids) + sum(len(s.gids) for s in slices)
+        rows = self._n - len(self._free) + sum(len(s.gids) for s in slices)
         arrays = [self._refs, self._rows, *self._cnt, *(v for v in self._val if v is not None)]
         nbytes = sum(a.nbytes for a in arrays) + sum(s.nbytes() for s in slices)
-        return rows, nbytes + 64 * len(self._ids)
+        keys = self._ks.nbytes + self._kg.nbytes + sum(8 * len(c) for c in self._kcols)
+        return rows, nbytes + keys + 64 * len(self._ids)
 
     # -- groups ---------------------------------------------------------------------------------
 
@@ -132,12 +140,56 @@ class PanedAggregate(WindowOperator):
                     g = self._free.pop()
                     self._keys[g] = k
                 else:
-                    g = len(self._keys)
+                    g = self._n
+                    self._n += 1
                     self._keys.append(k)
                     self._grow(g + 1)
                 ids[k] = g
+                for c, col in enumerate(self._kcols):
+                    col[g] = k[c]
             out[i] = g
         return out
+
+    def _int_ids(self, kv: pa.Array) -> np.ndarray:
+        """The ids of one int key's distinct values (NULL is a value), new ones added."""
+        if isinstance(kv, pa.ChunkedArray):
+            kv = kv.combine_chunks()
+        valid = np.asarray(kv.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        vals = np.asarray(kv.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+        out = np.empty(len(vals), np.int64)
+        if not valid.all():
+            if self._null_gid < 0:
+                self._null_gid = int(self._new_ids(1)[0])
+                self._kcols[0][self._null_gid] = None
+            out[~valid] = self._null_gid
+        v = vals[valid]
+        ks = self._ks
+        if len(ks):
+            pos = np.minimum(np.searchsorted(ks, v), len(ks) - 1)
+            hit = ks[pos] == v
+            res = np.where(hit, self._kg[pos], -1)
+        else:
+            hit = np.zeros(len(v), dtype=bool)
+            res = np.full(len(v), -1, np.int64)
+        miss = ~hit
+        if miss.any():
+            fresh = v[miss]  # distinct: one per group of the batch
+            ids = self._new_ids(len(fresh))
+            self._kcols[0][ids] = fresh.astype(object)
+            res[miss] = ids
+            allk = np.concatenate((ks, fresh))
+            order = np.argsort(allk, kind="stable")
+            self._ks, self._kg = allk[order], np.concatenate((self._kg, ids))[order]
+        out[valid] = res
+        return out
+
+    def _new_ids(self, n: int) -> np.ndarray:
+        take = min(n, len(self._free))
+        reused = [self._free.pop() for _ in range(take)]
+        start = self._n
+        self._n += n - take
+        self._grow(self._n)
+        return np.concatenate((np.asarray(reused, np.int64), np.arange(start, self._n, dtype=np.int64)))
 
     def _grow(self, n: int) -> None:
         cap = len(self._rows)
@@ -153,6 +205,7 @@ class PanedAggregate(WindowOperator):
             return b
 
         self._refs, self._rows = ext(self._refs), ext(self._rows)
+        self._kcols = [ext(c) for c in self._kcols]
         self._cnt = [ext(c) for c in self._cnt]
         self._val = [None if v is None else ext(v) for v in self._val]
 
@@ -160,11 +213,18 @@ class PanedAggregate(WindowOperator):
         """Forget the groups no slice holds any more (their rows are 0)."""
         if self.is_global:
             gids = gids[gids != 0]
-        for g in gids.tolist():
-            key = self._keys[g]
-            del self._ids[key]  # type: ignore[arg-type]
-            self._keys[g] = None
-            self._free.append(g)
+        if self._int_key:
+            keep = ~np.isin(self._kg, gids)
+            self._ks, self._kg = self._ks[keep], self._kg[keep]
+            if self._null_gid >= 0 and bool(np.isin(self._null_gid, gids)):
+                self._null_gid = -1
+            self._free.extend(gids.tolist())
+        else:
+            for g in gids.tolist():
+                key = self._keys[g]
+                del self._ids[key]  # type: ignore[arg-type]
+                self._keys[g] = None
+                self._free.append(g)
         self._rows[gids] = 0
         for j, c in enumerate(self._cnt):
             c[gids] = 0
@@ -215,7 +275,10 @@ class PanedAggregate(WindowOperator):
         cols = batch.columns
         keys = [ev(cols, n) for ev in self._keyev]
         seg = Segments(Batch(cols, sid, batch.w), keys)
-        gid = self._group_ids(seg.gkeys)[seg.gid]
+        if self._int_key:
+            gid = self._int_ids(seg.key_values()[0])[seg.gid]
+        else:
+            gid = self._group_ids(seg.gkeys)[seg.gid]
         parts_cnt: list[np.ndarray] = []
         parts_val: list[np.ndarray | None] = []
         for call, ev in zip(self.calls, self._args):
@@ -311,9 +374,7 @@ class PanedAggregate(WindowOperator):
         """Process every instant up to `upto` (all its input is in)."""
         if upto <= self.done:
             return
-        rows: list[tuple] = []
-        ts: list[int] = []
-        w: list[int] = []
+        parts: list[_Part] = []
         k = int(np.searchsorted(self._ticks, upto, side="right"))
         ticks, self._ticks = self._ticks[:k], self._ticks[k:]
         events: list[int] = []
@@ -327,29 +388,27 @@ class PanedAggregate(WindowOperator):
                 break
             tau = min(cands)
             events.append(tau)
-            if self.is_global and not self._started:
-                first = min(tau, int(ticks[0])) if len(ticks) else tau
-                if first < tau:
-                    self._start(first, rows, ts, w)
-            self._instant(tau, rows, ts, w)
+            if self.is_global and not self._started and len(ticks) and ticks[0] < tau:
+                self._start(int(ticks[0]), parts)
+            self._instant(tau, parts)
         out_ticks = merge_ticks(ticks, np.asarray(events, dtype=np.int64))
         if self.is_global and not self._started and len(out_ticks):
-            self._start(int(out_ticks[0]), rows, ts, w)
+            self._start(int(out_ticks[0]), parts)
         self.done = upto
-        if rows or len(out_ticks):
-            if ts and any(ts[i] > ts[i + 1] for i in range(len(ts) - 1)):
-                p = sorted(range(len(ts)), key=ts.__getitem__)
-                rows, ts, w = [rows[i] for i in p], [ts[i] for i in p], [w[i] for i in p]
-            self.emit(Batch.from_rows(rows, ts, w, self.out_types, out_ticks))
+        if parts:
+            self.emit(self._batch(parts, out_ticks))
+        elif len(out_ticks):
+            self.emit(self.empty(out_ticks))
 
-    def _start(self, at: int, rows: list, ts: list, w: list) -> None:
+    def _start(self, at: int, parts: list[_Part]) -> None:
         """The global row appears at `at` (nothing has changed it yet)."""
         self._started = True
-        rows.append(self._results(np.zeros(1, np.int64))[0])
-        ts.append(at)
-        w.append(1)
+        g = np.zeros(1, np.int64)
+        state = (self._rows[g], [c[g] for c in self._cnt],
+                 [None if v is None else v[g] for v in self._val])
+        parts.append(_Part(at, 1, g, self._columns(*state)))
 
-    def _instant(self, tau: int, rows: list, ts: list, w: list) -> None:
+    def _instant(self, tau: int, parts: list[_Part]) -> None:
         enter: list[_Slice] = []
         leave: list[_Slice] = []
         while self._pending and self._pending[0].enter == tau:
@@ -359,10 +418,9 @@ class PanedAggregate(WindowOperator):
         touched = np.unique(np.concatenate([s.gids for s in enter + leave]))
         fresh = self.is_global and not self._started
         self._started = self._started or self.is_global
-        before_rows = self._rows[touched].copy()
-        before_cnt = [c[touched].copy() for c in self._cnt]
-        before_val = [None if v is None else v[touched].copy() for v in self._val]
-        old = None if fresh else self._results(touched)
+        before_rows = self._rows[touched]
+        before_cnt = [c[touched] for c in self._cnt]
+        before_val = [None if v is None else v[touched] for v in self._val]
         # apply: rows and counts add up; sums add up; extremes move on entry
         recount: list[np.ndarray | None] = [None] * len(self.calls)
         for s in leave:
@@ -398,30 +456,24 @@ class PanedAggregate(WindowOperator):
         for j, r in enumerate(recount):
             if r is not None and len(r):
                 self._recount(j, r)
-        # what changed
-        changed = (self._rows[touched] != before_rows)
-        for j in range(len(self.calls)):
-            changed |= self._cnt[j][touched] != before_cnt[j]
-            v = self._val[j]
-            if v is not None:
-                changed |= v[touched] != before_val[j]  # type: ignore[operator]
-        if fresh:
-            changed[:] = True
-        if changed.any():
-            idx = np.flatnonzero(changed)
-            new = self._results(touched[idx])
-            for i, n in zip(idx.tolist(), new):
-                o = None if old is None else old[i]
-                if o == n and _same_types(o, n):
-                    continue
-                if o is not None:
-                    rows.append(o)
-                    ts.append(tau)
-                    w.append(-1)
-                if n is not None:
-                    rows.append(n)
-                    ts.append(tau)
-                    w.append(1)
+        # what changed: a group's row before and after (−old, +new where they differ)
+        after_rows = self._rows[touched]
+        after = self._columns(after_rows, [c[touched] for c in self._cnt],
+                              [None if v is None else v[touched] for v in self._val])
+        before = self._columns(before_rows, before_cnt, before_val)
+        if self.is_global:
+            ex_old = np.full(len(touched), not fresh)
+            ex_new = np.ones(len(touched), dtype=bool)
+        else:
+            ex_old, ex_new = before_rows > 0, after_rows > 0
+        same = ex_old & ex_new
+        for (vo, ok_o), (vn, ok_n) in zip(before, after):
+            same &= (ok_o == ok_n) & (~ok_o | np.asarray(vo == vn, dtype=bool))
+        out_old, out_new = ex_old & ~same, ex_new & ~same
+        if out_old.any():
+            parts.append(_Part(tau, -1, touched[out_old], [(v[out_old], ok[out_old]) for v, ok in before]))
+        if out_new.any():
+            parts.append(_Part(tau, 1, touched[out_new], [(v[out_new], ok[out_new]) for v, ok in after]))
         # groups no slice holds any more
         for s in leave:
             self._refs[s.gids] -= 1
@@ -448,36 +500,55 @@ class PanedAggregate(WindowOperator):
                 best = np.where(hit, np.minimum(best, vals), best)
         self._val[j][gids] = best  # type: ignore[index]
 
-    def _results(self, gids: np.ndarray) -> list[tuple | None]:
-        """Each group's result row (None: the group has no rows and is not global)."""
-        rows = self._rows[gids].tolist()
-        cols: list[list] = []
+    def _columns(self, rows: np.ndarray, cnt: list[np.ndarray],
+                 val: list[np.ndarray | None]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Each aggregate's result for groups in the given state: (values, non-NULL)."""
+        out = []
         for j, call in enumerate(self.calls):
-            cnt = self._cnt[j][gids].tolist()
-            v = self._val[j]
+            c = cnt[j]
             if call.fn == "count":
-                cols.append(cnt)
+                out.append((c, np.ones(len(c), dtype=bool)))
                 continue
-            vals = v[gids].tolist()  # type: ignore[index]
+            v = val[j]
+            ok = c > 0
             if call.fn == "sum":
-                cols.append([x if c and -(2**63) <= x < 2**63 else None
-                             for x, c in zip(vals, cnt)])
+                if v.dtype == object:  # type: ignore[union-attr]
+                    ok &= np.asarray((v >= -(2**63)) & (v < 2**63), dtype=bool)  # type: ignore[operator]
+                out.append((v, ok))  # type: ignore[arg-type]
             elif call.fn == "avg":
-                cols.append([x / c if c else None for x, c in zip(vals, cnt)])
+                if v.dtype != object and (not len(v) or int(np.abs(v).max()) < 2**53):  # type: ignore[union-attr]
+                    q = v.astype(np.float64) / np.maximum(c, 1)  # type: ignore[union-attr]
+                else:  # int / int: the exact quotient, correctly rounded
+                    q = np.array([x / k if k else 0.0 for x, k in zip(v.tolist(), c.tolist())],  # type: ignore[union-attr]
+                                 dtype=np.float64)
+                out.append((q, ok))
             else:
-                cols.append([x if c > 0 else None for x, c in zip(vals, cnt)])
-        keys = self._keys
-        glob = self.is_global
-        out: list[tuple | None] = []
-        for i, g in enumerate(gids.tolist()):
-            if rows[i] <= 0 and not glob:
-                out.append(None)
-            else:
-                out.append(keys[g] + tuple(c[i] for c in cols))  # type: ignore[operator]
+                out.append((v, ok))  # type: ignore[arg-type]
         return out
 
+    def _batch(self, parts: list[_Part], ticks: np.ndarray) -> Batch:
+        """The output rows of `parts` (in instant order) as one batch."""
+        gids = np.concatenate([p.gids for p in parts])
+        ts = np.concatenate([np.full(len(p.gids), p.ts, np.int64) for p in parts])
+        w = np.concatenate([np.full(len(p.gids), p.w, np.int64) for p in parts])
+        types = self.out_types
+        cols: list[pa.Array] = []
+        for c, kc in enumerate(self._kcols):
+            cols.append(pa.array(kc[gids], type=arrow_type(types[c])))
+        nk = len(self._kcols)
+        for j in range(len(self.calls)):
+            v = np.concatenate([p.cols[j][0] for p in parts])
+            ok = np.concatenate([p.cols[j][1] for p in parts])
+            if v.dtype == object:
+                v = np.where(ok, v, 0)
+            cols.append(pa.array(v, mask=~ok, type=arrow_type(types[nk + j])))
+        return Batch(tuple(cols), ts, w, ticks)
 
-def _same_types(a: tuple | None, b: tuple | None) -> bool:
-    if a is None or b is None:
-        return a is b
-    return all(type(x) is type(y) for x, y in zip(a, b))
+
+class _Part:
+    """Output rows of one instant and sign: the groups and each aggregate's (values, valid)."""
+
+    __slots__ = ("cols", "gids", "ts", "w")
+
+    def __init__(self, ts: int, w: int, gids: np.ndarray, cols: list) -> None:
+        self.ts, self.w, self.gids, self.cols = ts, w, gids, cols
