@@ -1098,6 +1098,8 @@ def paned_query(draw: Any) -> Q:
         keys_text.append("S.a % 3")
     for i in range(draw(st.integers(1, 3))):
         agg, typ = draw(paned_call(refs))
+        if i == 0 and not agg.startswith(("MIN", "MAX")):  # panes are used with a MIN/MAX
+            agg, typ = f"{draw(st.sampled_from(['MIN', 'MAX']))}({draw(st.sampled_from(_of(refs, 'int')))})", "int"
         items.append(f"{agg} AS n{i}")
         columns.append((f"n{i}", typ))
     items_text = ", ".join(items)

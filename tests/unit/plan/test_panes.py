@@ -31,22 +31,24 @@ def fused(tmp_path, **queries: str) -> int:
     ("queries", "count"),
     [
         ({"q": "SELECT a, COUNT(*), SUM(b), MAX(b), MIN(b), AVG(b) FROM S [Range 10 Slide 2] GROUP BY a"}, 1),
-        ({"q": "SELECT COUNT(c) FROM S [Range 10 Slide 5]"}, 1),  # global, COUNT of strings
-        ({"q": "SELECT c, COUNT(*) FROM S [Range 10 Slide 2] GROUP BY c HAVING COUNT(*) > 1"}, 1),
+        ({"q": "SELECT COUNT(c), MIN(b) FROM S [Range 10 Slide 5]"}, 1),  # global, COUNT of strings
+        ({"q": "SELECT c, COUNT(*) FROM S [Range 10 Slide 2] GROUP BY c HAVING MAX(a) > 1"}, 1),
+        # COUNT, SUM, AVG alone: the plain aggregate is faster
+        ({"q": "SELECT c, COUNT(*), SUM(a) FROM S [Range 10 Slide 2] GROUP BY c"}, 0),
         ({"q": "SELECT Istream(a, MAX(b)) FROM S [Range 10 Slide 2] GROUP BY a"}, 1),
         # two queries aggregating the same window: one paned operator each
-        ({"q": "SELECT a, COUNT(*) FROM S [Range 10 Slide 2] GROUP BY a",
-          "p": "SELECT SUM(b) FROM S [Range 10 Slide 2]"}, 2),
+        ({"q": "SELECT a, MAX(b) FROM S [Range 10 Slide 2] GROUP BY a",
+          "p": "SELECT SUM(b), MIN(a) FROM S [Range 10 Slide 2]"}, 2),
         # no slide, slide 1, DISTINCT, MIN of strings, float keys or sums: not fused
-        ({"q": "SELECT a, COUNT(*) FROM S [Range 10] GROUP BY a"}, 0),
-        ({"q": "SELECT a, COUNT(*) FROM S [Range 10 Slide 1] GROUP BY a"}, 0),
-        ({"q": "SELECT a, COUNT(DISTINCT b) FROM S [Range 10 Slide 2] GROUP BY a"}, 0),
+        ({"q": "SELECT a, MAX(b) FROM S [Range 10] GROUP BY a"}, 0),
+        ({"q": "SELECT a, MAX(b) FROM S [Range 10 Slide 1] GROUP BY a"}, 0),
+        ({"q": "SELECT a, MAX(b), COUNT(DISTINCT b) FROM S [Range 10 Slide 2] GROUP BY a"}, 0),
         ({"q": "SELECT a, MIN(c) FROM S [Range 10 Slide 2] GROUP BY a"}, 0),
-        ({"q": "SELECT a / 2.0, COUNT(*) FROM S [Range 10 Slide 2] GROUP BY a / 2.0"}, 0),
-        ({"q": "SELECT SUM(b * 0.5) FROM S [Range 10 Slide 2]"}, 0),
+        ({"q": "SELECT a / 2.0, MAX(b) FROM S [Range 10 Slide 2] GROUP BY a / 2.0"}, 0),
+        ({"q": "SELECT SUM(b * 0.5), MAX(b) FROM S [Range 10 Slide 2]"}, 0),
         # the window is also read by something else: it stays, and so does the aggregate
         ({"v": "SELECT a, b FROM S [Range 10 Slide 2]",
-          "q": "SELECT a, COUNT(*) FROM v GROUP BY a"}, 0),
+          "q": "SELECT a, MAX(b) FROM v GROUP BY a"}, 0),
     ],
 )
 def test_which_aggregates_are_fused(tmp_path, queries, count):
@@ -58,7 +60,7 @@ def test_an_adjustable_window_is_not_fused(tmp_path):
     header = HEADER
     text = header + (
         "  q:\n"
-        "    cql: SELECT a, COUNT(*) FROM S [Range 10 Slide 2] GROUP BY a\n"
+        "    cql: SELECT a, MAX(b) FROM S [Range 10 Slide 2] GROUP BY a\n"
         "    sink: {type: file, path: out/q.jsonl}\n"
         "    qos: {window: {S: [5, 10]}}\n"
     )
