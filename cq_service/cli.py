@@ -68,10 +68,12 @@ def explain(
     """Print the physical plan: operators, windows, queues, synopses, sharing."""
     from cq_service.compiler import load_and_compile
     from cq_service.plan.explain import explain as render
+    from cq_service.plan.panes import fuse_panes
 
     try:
         compiled = load_and_compile(file)
-        typer.echo(render(compiled.plan, policy or compiled.spec.resources.scheduler))
+        # the plan `cq run` runs: aggregates over sliding windows fused into paned ones
+        typer.echo(render(fuse_panes(compiled.plan), policy or compiled.spec.resources.scheduler))
         if costs:
             from cq_service.explain_costs import measure_costs, render_costs
 

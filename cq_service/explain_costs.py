@@ -43,7 +43,7 @@ def measure_costs(compiled: CompiledPipeline, batch_rows: int = 1_024) -> CostRe
     for warmup in (None, 0):  # an input shorter than the warm-up is measured from its start
         meter = PlanMeter(quiet, unit_seconds=unit, warmup=warmup)
         report = run_pipeline(
-            replace(compiled, plan=quiet), batch_rows=batch_rows, after_step=meter
+            replace(compiled, plan=quiet), batch_rows=batch_rows, after_step=meter, panes=False
         )
         meter.finish(report.executor)
         if any(m.span for m in meter.measured().values()):

@@ -18,6 +18,7 @@ from cq_service.engine.scheduler import policy as make_policy
 from cq_service.io import open_sink, open_source
 from cq_service.io.base import DeadRecord, LateElement, Sink, SourceReader
 from cq_service.io.dead_letter import DeadLetterSink
+from cq_service.plan.panes import fuse_panes
 from cq_service.spec.model import TIME_UNITS, PipelineSpec
 
 __all__ = ["DeadLetterRouter", "RunReport", "run_pipeline", "scheduler_of"]
@@ -79,6 +80,7 @@ def run_pipeline(
     after_step: Callable[[Executor], None] | None = None,
     cpu_time: bool = False,
     open_reader: Callable[..., SourceReader] = open_source,
+    panes: bool = True,
 ) -> RunReport:
     """Run a compiled pipeline on its files until every source is exhausted.
 
@@ -90,7 +92,9 @@ def run_pipeline(
     The changes made are in `report.executor.adjustments`. `cpu_time`: operators' busy time is
     the thread's CPU time, not wall time (the cost model's benchmarks on a shared machine).
     `open_reader` opens each source (`open_source`'s signature; `cq bench kafka`'s latency phase
-    opens live Kafka readers that end after a given number of messages)."""
+    opens live Kafka readers that end after a given number of messages).
+    `panes`: run aggregates over sliding windows as paned operators (plan/panes.py); meters
+    that map operators to `compiled.plan`'s nodes turn it off."""
     spec = compiled.spec
     if policy is None:
         policy, latency_bound = scheduler_of(spec)
@@ -113,7 +117,7 @@ def run_pipeline(
         writers = {q: _ObservedSink(q, w, observer) for q, w in writers.items()}
     dead_sink = DeadLetterSink(spec.dead_letter)
     executor = build_executor(
-        compiled.plan,
+        fuse_panes(compiled.plan) if panes else compiled.plan,
         readers=readers,
         writers=writers,
         options=options,

@@ -271,7 +271,8 @@ def _measure(s: Setting, seed: int, repeat: int, batch_rows: int | None) -> list
         for _ in range(repeat):
             meter = PlanMeter(compiled.plan, unit_seconds=1e-3)
             report = run_pipeline(
-                compiled, batch_rows=batch_rows or s.batch_rows, after_step=meter, cpu_time=True
+                compiled, batch_rows=batch_rows or s.batch_rows, after_step=meter, cpu_time=True,
+                panes=False,
             )
             meter.finish(report.executor)
             runs.append(meter.measured())

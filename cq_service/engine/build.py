@@ -19,6 +19,7 @@ from cq_service.engine.operators.dstream import Dstream
 from cq_service.engine.operators.istream import Istream
 from cq_service.engine.operators.join import Join
 from cq_service.engine.operators.mark_join import MarkJoin
+from cq_service.engine.operators.paned_aggregate import PanedAggregate
 from cq_service.engine.operators.project import Project
 from cq_service.engine.operators.range_window import RangeWindow
 from cq_service.engine.operators.rows_window import PartitionRowsWindow, RowsWindow
@@ -31,6 +32,7 @@ from cq_service.engine.operators.unbounded_window import UnboundedWindow
 from cq_service.engine.operators.view import ViewBoundary
 from cq_service.engine.queues import Queue, QueueReader
 from cq_service.engine.scheduler import SchedulingPolicy
+from cq_service.plan.panes import PanedAggregateOp
 from cq_service.plan.physical import PhysicalNode, PhysicalPlan
 
 __all__ = ["SourceOptions", "build_executor", "make_operator", "make_source"]
@@ -137,6 +139,14 @@ def _window(op: L.WindowOp, name, ins, out, **_) -> Operator:
     )
 
 
+def _paned(op: PanedAggregateOp, name, ins, out, **_) -> Operator:
+    w, agg = op.window.window, op.aggregate
+    return PanedAggregate(
+        name, ins, out, w.size, w.slide, w.where, w.granularity,  # type: ignore[arg-type]
+        agg.keys, agg.aggs, [f.type for f in op.window.schema],
+    )
+
+
 def _mark_join(op: L.MarkJoin, name, ins, out, **_) -> Operator:
     return MarkJoin(
         name,
@@ -173,6 +183,7 @@ _MAKERS: dict[type, Callable[..., Operator]] = {
     L.Aggregate: lambda op, name, ins, out, **_: Aggregate(
         name, ins, out, op.keys, op.aggs, [f.type for f in op.input.schema]
     ),
+    PanedAggregateOp: _paned,
     L.Clock: lambda op, name, ins, out, **_: Clock(name, ins, out),
     L.Distinct: lambda op, name, ins, out, **_: Distinct(name, ins, out),
     L.SetOperation: lambda op, name, ins, out, **_: _set_op(op, name, ins, out),

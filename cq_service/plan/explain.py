@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cq_service.cql import logical as L
+from cq_service.plan.panes import PanedAggregateOp
 from cq_service.plan.physical import PhysicalNode, PhysicalPlan
 
 __all__ = ["describe", "explain"]
@@ -48,6 +49,11 @@ def _detail(op: L.LogicalOp) -> tuple[str, str]:
         if op.clock is not None:
             by += " (clocked by the query's inputs)"
         return f"aggregate {by}: {aggs}", "one state per group"
+    if isinstance(op, PanedAggregateOp):
+        agg = _detail(op.aggregate)[0].removeprefix("aggregate ")
+        window = _detail(op.window)[0].removeprefix("window ")
+        return (f"paned aggregate {agg} over {window}",
+                "per slice of the window (about 2 per slide) one partial per group")
     if isinstance(op, L.Clock):
         return f"clock over {len(op.inputs)} input(s)", "-"
     if isinstance(op, L.Distinct):

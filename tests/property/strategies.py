@@ -39,6 +39,8 @@ __all__ = [
     "extreme_queries",
     "join_queries",
     "mixed_queries",
+    "paned_cases",
+    "paned_queries",
     "r2s_queries",
     "setop_queries",
     "sized_window_queries",
@@ -1081,3 +1083,76 @@ def adjusted_cases(draw: Any, family: QueryFamily) -> AdjustedCase:
             step = draw(st.integers(1, MAX_STEP))
             schedule.append((step, query, knob, draw(st.sampled_from(values))))
     return AdjustedCase(case.pipeline, case.data, sorted(schedule))
+
+
+# ============================================================================== panes
+
+PANED_AGGS = ("COUNT(*)", "COUNT", "SUM", "AVG", "MIN", "MAX")
+
+
+@st.composite
+def paned_call(draw: Any, refs: Refs) -> tuple[str, str]:
+    """(text, type) of an aggregate the paned operator computes (no DISTINCT, int args)."""
+    fn = draw(st.sampled_from(PANED_AGGS))
+    if fn == "COUNT(*)":
+        return fn, "int"
+    if fn == "COUNT" and rare(draw, 2):
+        return f"COUNT({draw(st.sampled_from(_of(refs, 'string')))})", "int"
+    ints = _of(refs, "int")
+    arg = draw(st.sampled_from(ints)) if draw(st.integers(0, 2)) else draw(int_expr(refs, 1))
+    return f"{fn}({arg})", {"AVG": "float"}.get(fn, "int")
+
+
+@st.composite
+def paned_query(draw: Any) -> Q:
+    """A grouped or global aggregate over S [Range T Slide L] with several slides per window
+    (plan/panes.py fuses it into one paned operator), maybe with HAVING and Istream/Dstream/
+    Rstream."""
+    slide = draw(st.integers(2, 6))
+    size = draw(st.integers(slide - 1, 4 * slide + 3))
+    body = f"Range {size} Slide {slide}"
+    if rare(draw, 4):
+        body += f" Where {draw(bool_expr([(f'S.{n}', t) for n, t in SCHEMAS['S']], 1))}"
+    f = From(_from_text(draw, "S", f"[{body}]", "S"), "S", SCHEMAS["S"], {"S"}, False)
+    refs = f.refs()
+    nkeys = draw(st.integers(0, 2))
+    keys = draw(st.lists(st.sampled_from([r for r, _ in refs]), min_size=nkeys, max_size=nkeys,
+                         unique=True))
+    types = dict(refs)
+    items, columns = [], []
+    for i, k in enumerate(keys):
+        items.append(f"{k} AS k{i}")
+        columns.append((f"k{i}", types[k]))
+    keys_text = list(keys)
+    if keys and rare(draw, 4):
+        keys_text.append("S.a % 3")
+    for i in range(draw(st.integers(1, 3))):
+        agg, typ = draw(paned_call(refs))
+        if i == 0 and not agg.startswith(("MIN", "MAX")):  # panes are used with a MIN/MAX
+            agg, typ = f"{draw(st.sampled_from(['MIN', 'MAX']))}({draw(st.sampled_from(_of(refs, 'int')))})", "int"
+        items.append(f"{agg} AS n{i}")
+        columns.append((f"n{i}", typ))
+    items_text = ", ".join(items)
+    text = _select(items_text, [f])
+    if keys_text:
+        text += " GROUP BY " + ", ".join(keys_text)
+    if rare(draw, 2):
+        agg, _ = draw(paned_call(refs))
+        text += f" HAVING {agg} {draw(st.sampled_from(CMP))} {draw(st.integers(0, 4))}"
+    text, is_stream = draw(wrap(text, items_text, False))
+    return Q(text, columns, {"S"}, is_stream)
+
+
+def paned_queries() -> st.SearchStrategy:
+    return queries_of(paned_query())
+
+
+@st.composite
+def paned_cases(draw: Any) -> Case:
+    """`cases` of `paned_queries` over many groups, S's timestamps maybe stretched so that
+    whole slides are empty and the window empties between bursts."""
+    case = draw(cases(paned_queries, wide=True))
+    stretch = draw(st.sampled_from([1, 1, 3, 9]))
+    if stretch > 1:
+        case.data["S"] = [{**r, "ts": r["ts"] * stretch} for r in case.data["S"]]
+    return case

@@ -17,8 +17,11 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from cq_service.compiler import load_and_compile
+from cq_service.cql.logical import Aggregate
+from cq_service.plan.panes import PanedAggregateOp, fuse_panes
 from tests.property import strategies as strat
-from tests.property.harness import assert_same, run_adjusted, run_under_policies
+from tests.property.harness import assert_same, run_adjusted, run_under_policies, write_pipeline
 
 pytestmark = pytest.mark.property
 
@@ -79,6 +82,22 @@ def test_min_max_over_many_groups(case: strat.Case) -> None:
 @given(strat.cases(strat.extreme_queries))
 def test_min_max_over_few_groups(case: strat.Case) -> None:
     """The same over few values: repeated values, extremes deleted and re-inserted."""
+    check(case)
+
+
+@SETTINGS
+@given(strat.paned_cases())
+def test_paned_aggregates(case: strat.Case) -> None:
+    """Aggregates over [Range T Slide L] with several slides per window, over many groups,
+    maybe with HAVING, stretched time (empty slides) and Istream/Dstream/Rstream: each runs as
+    one paned operator (plan/panes.py), which the plan must show."""
+    with tempfile.TemporaryDirectory(prefix="cq-prop-") as d:
+        compiled = load_and_compile(write_pipeline(Path(d) / "plan", case.pipeline, case.data))
+        fused = [n for n in fuse_panes(compiled.plan).nodes if isinstance(n.op, PanedAggregateOp)]
+        assert len(fused) >= 1 and all(
+            isinstance(n.op, PanedAggregateOp) or not isinstance(n.op, Aggregate)
+            for n in fuse_panes(compiled.plan).nodes
+        ), "every aggregate runs paned"
     check(case)
 
 

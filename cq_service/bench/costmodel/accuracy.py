@@ -194,7 +194,8 @@ def measure_case(case: Case, seed: int = 0, repeat: int = 1) -> CaseRun:
         meters = []
         for _ in range(repeat):
             meter = PlanMeter(compiled.plan, unit_seconds=1e-3)
-            report = run_pipeline(compiled, batch_rows=case.batch_rows, after_step=meter, cpu_time=True)
+            report = run_pipeline(compiled, batch_rows=case.batch_rows, after_step=meter, cpu_time=True,
+                                  panes=False)
             meter.finish(report.executor)
             meters.append(meter)
     plan = compiled.plan

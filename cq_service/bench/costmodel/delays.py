@@ -356,7 +356,7 @@ def run_experiment(exp: Experiment, seed: int = 0, scale: float = 1.0) -> dict:
         meter = PlanMeter(plan, unit_seconds=1e-3)
         watch = {w: _nodes(plan, w) for w in exp.watch}
         probe = _Probe(plan, exp.query, exp.changes, watch, period, meter)
-        report = run_pipeline(compiled, batch_rows=CHUNK_ROWS, after_step=probe)
+        report = run_pipeline(compiled, batch_rows=CHUNK_ROWS, after_step=probe, panes=False)
     observed = meter.observed()
     windows = _nodes(plan, "windows")
     settings = []
