@@ -131,20 +131,27 @@ def build(spark: SparkSession, args):
 def follow(query, messages: int) -> None:
     """Let `query` run until it has read `messages` input rows and then run no micro-batch for
     3 s (the no-data batches that let the advanced watermark close windows run at once); stop
-    it."""
-    seen: set[int] = set()
-    read, last = 0, time.monotonic()
+    it. What was read is the sum of the last progress's end offsets (the topics are new, from
+    offset 0): `recentProgress` keeps only the last 100 batches, fewer than a slow poll of it
+    can miss."""
+    read, batch, last = 0, None, time.monotonic()
     while query.isActive:
-        for p in query.recentProgress:
-            if p["batchId"] not in seen:
-                seen.add(p["batchId"])
-                read += p["numInputRows"]
-                last = time.monotonic()
+        p = query.lastProgress
+        if p is not None and p["batchId"] != batch:
+            batch, last = p["batchId"], time.monotonic()
+            read = max(read, sum(_end_offsets(s["endOffset"]) for s in p["sources"]))
         if read >= messages and time.monotonic() - last > 3:
             query.stop()
             return
         time.sleep(0.1)
     query.awaitTermination()
+
+
+def _end_offsets(offsets) -> int:
+    """The sum of a Kafka source's end offsets ({topic: {partition: offset}}, maybe as JSON)."""
+    if isinstance(offsets, str):
+        offsets = json.loads(offsets)
+    return sum(int(o) for parts in (offsets or {}).values() for o in parts.values())
 
 
 def main() -> int:
