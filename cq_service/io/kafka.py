@@ -409,7 +409,9 @@ class KafkaReader(SourceReader):
         left before the end spares the wait for messages that will not come."""
         try:
             most = self.batch_rows if self._read_limit is None else max(1, self._read_limit)
-            polled = self._consumer.poll(timeout_ms, max(1, min(most, left or most)))
+            polled = self._consumer.poll(
+                timeout_ms, max(1, min(most, left or most)), prompt=self.live
+            )
         except KafkaCallError as e:
             raise self._failure(e, f"cannot read Kafka topic {self.topic!r}") from None
         if not self.live:

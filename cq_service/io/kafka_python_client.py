@@ -169,7 +169,8 @@ class PythonConsumer:
         high = self._consumer.highwater(self._tp(partition))
         return None if high is None else int(high)
 
-    def poll(self, timeout_ms: int, max_records: int) -> Messages:
+    def poll(self, timeout_ms: int, max_records: int, prompt: bool = False) -> Messages:
+        # kafka-python's poll returns as soon as records are there: prompt either way
         from kafka.errors import KafkaError
 
         try:
