@@ -13,7 +13,10 @@ for T/L = 1 (10 s / 10 s), 10 (10 s / 1 s) and 60 (60 s / 1 s), next to Spark co
 windowed groups over the same file in the same run (benchmarks/spark_groups.py: batch Spark,
 `local[2]`, timed in-process in a session started beforehand). Events/s is events ÷ seconds;
 cq ÷ Spark is Spark's seconds ÷ cq's. Medians of --repeat runs. Rows: what cq's sink received
-(first run; `cq run --stats`) and what Spark wrote; under Istream they must agree (the Istream
+(first run; `cq run --stats`) and what Spark wrote. cq is also timed in-process, between the
+boundaries Spark's figure has (imports done, as Spark's session is started beforehand; from
+loading the pipeline file, planning inside the timer, to the sink's last write), and cq ÷ Spark
+is given for both; under Istream they must agree (the Istream
 rows of the same windows), as a relation they differ by design (cq emits each group's change as
 − old, + new; Spark every group of every window).
 """
@@ -125,6 +128,28 @@ def run_cq(path: Path) -> tuple[float, int]:
     return secs, int(sink[0].split()[-5])
 
 
+# cq in-process, between the boundaries Spark's figure has: imports done (Spark's session is
+# started beforehand), then from loading the pipeline file (planning inside the timer) to the
+# sink's last write; one fresh interpreter per run.
+_IN_PROCESS = """
+import json, sys, time
+from cq_service.compiler import load_and_compile
+from cq_service.runner import run_pipeline
+start = time.perf_counter()
+report = run_pipeline(load_and_compile(sys.argv[1]))
+seconds = time.perf_counter() - start
+print(json.dumps({"seconds": seconds, "rows": sum(report.sinks.values())}))
+"""
+
+
+def run_cq_in_process(path: Path) -> tuple[float, int]:
+    """Seconds of the query in a process whose imports are done, and the rows its sink got."""
+    done = subprocess.run([sys.executable, "-c", _IN_PROCESS, str(path)], check=True,
+                          stdout=subprocess.PIPE, text=True)
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    return out["seconds"], out["rows"]
+
+
 def run(args: argparse.Namespace) -> None:
     n = args.group_events
     counts = [int(x) for x in args.groups.split(",")]
@@ -139,8 +164,8 @@ def run(args: argparse.Namespace) -> None:
     if not args.no_spark:
         print(f"Spark: {SPARK}")
     print(f"{'groups':>9} {'T/L':>4} {'form':<9} {'cq s':>7} {'cq events/s':>12} "
-          f"{'cq rows':>10} {'Spark s':>8} {'Spark ev/s':>11} {'cq÷Spark':>8} "
-          f"{'Spark rows':>11} {'agree':>6}")
+          f"{'cq rows':>10} {'cq in-proc s':>12} {'Spark s':>8} {'Spark ev/s':>11} "
+          f"{'cq÷Spark':>8} {'in-proc':>8} {'Spark rows':>11} {'agree':>6}")
     for g in counts:
         data = make_data(n, g)
         for ratio in ratios:
@@ -149,10 +174,15 @@ def run(args: argparse.Namespace) -> None:
                 runs = [run_cq(path) for _ in range(args.repeat)]
                 secs = statistics.median(r[0] for r in runs)
                 rows = runs[0][1]
-                line = f"{g:>9,} {ratio:>4} {form:<9} {secs:>7.2f} {n / secs:>12,.0f} {rows:>10}"
+                inner = [run_cq_in_process(path) for _ in range(args.repeat)]
+                isecs = statistics.median(r[0] for r in inner)
+                if any(r[1] != rows for r in inner):
+                    raise SystemExit(f"cq in-process wrote {inner[0][1]} rows, cq run {rows}")
+                line = (f"{g:>9,} {ratio:>4} {form:<9} {secs:>7.2f} {n / secs:>12,.0f} "
+                        f"{rows:>10} {isecs:>12.2f}")
                 if not args.no_spark:
                     ssecs, srows = run_spark(data, ratio, form, args.repeat)
                     agree = "" if form != "istream" else "yes" if srows == rows else "NO"
                     line += (f" {ssecs:>8.2f} {n / ssecs:>11,.0f} {ssecs / secs:>7.2f}x"
-                             f" {srows:>11} {agree:>6}")
+                             f" {ssecs / isecs:>7.2f}x {srows:>11} {agree:>6}")
                 print(line, flush=True)
