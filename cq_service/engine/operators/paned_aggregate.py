@@ -34,6 +34,7 @@ import pyarrow as pa
 from cq_service.cql.logical import AggCall, BExpr
 from cq_service.engine.batch import Batch, merge_ticks
 from cq_service.engine.expressions import compile_expr
+from cq_service.engine.operators.range_window import entry_and_exit
 from cq_service.engine.operators.segments import Segments
 from cq_service.engine.operators.window_base import WindowOperator
 from cq_service.engine.queues import Queue, QueueReader
@@ -251,20 +252,7 @@ class PanedAggregate(WindowOperator):
         self._advance(ts)
 
     def _add(self, batch: Batch) -> None:
-        t = batch.ts
-        size, g, slide = self.size, self.granularity, self.slide
-        if slide is None:
-            enter, leave = t, t + size + 1
-        else:
-            enter = -((-t) // slide) * slide
-            leave = ((t + size) // slide + 1) * slide
-        if g > 1:
-            enter = -((-enter) // g) * g
-            leave = (leave // g) * g
-        live = enter < leave
-        if not live.all():
-            batch = batch.filter(live)
-            enter, leave = enter[live], leave[live]
+        batch, enter, leave = entry_and_exit(batch, self.size, self.slide, self.granularity)
         n = len(batch)
         if not n:
             return

@@ -26,7 +26,7 @@ from cq_service.engine.operators.base import NEVER
 from cq_service.engine.operators.window_base import WindowOperator
 from cq_service.engine.queues import Queue, QueueReader
 
-__all__ = ["RangeWindow", "WindowSetting"]
+__all__ = ["RangeWindow", "WindowSetting", "entry_and_exit"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,27 @@ class WindowSetting:
     since: int
     size: int
     granularity: int = 1
+
+
+def entry_and_exit(
+    batch: Batch, size: int, slide: int | None, granularity: int
+) -> tuple[Batch, np.ndarray, np.ndarray]:
+    """The tuples that enter the window, with their entry and exit instants: `[Range size]`
+    (`Slide slide`) under Γ(granularity); a tuple whose interval Γ leaves empty is dropped."""
+    t = batch.ts
+    if slide is None:
+        enter, leave = t, t + size + 1
+    else:
+        enter = -((-t) // slide) * slide
+        leave = ((t + size) // slide + 1) * slide
+    if granularity > 1:
+        enter = -((-enter) // granularity) * granularity
+        leave = (leave // granularity) * granularity
+    live = enter < leave
+    if not live.all():
+        batch = batch.filter(live)
+        enter, leave = enter[live], leave[live]
+    return batch, enter, leave
 
 
 class _Timeline:
@@ -95,20 +116,8 @@ class _Phase:
         return self.enter.rows + self.leave.rows
 
     def add(self, batch: Batch, slide: int | None) -> None:
-        t = batch.ts
-        size, g = self.setting.size, self.setting.granularity
-        if slide is None:
-            enter, leave = t, t + size + 1
-        else:
-            enter = -((-t) // slide) * slide
-            leave = ((t + size) // slide + 1) * slide
-        if g > 1:
-            enter = -((-enter) // g) * g
-            leave = (leave // g) * g
-        live = enter < leave
-        if not live.all():
-            batch = batch.filter(live)
-            enter, leave = enter[live], leave[live]
+        setting = self.setting
+        batch, enter, leave = entry_and_exit(batch, setting.size, slide, setting.granularity)
         self.enter.add(batch, enter)
         self.leave.add(batch, leave)
 
