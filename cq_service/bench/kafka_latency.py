@@ -45,6 +45,7 @@ from cq_service.bench.kafka_topics import (
     encode,
     end_offsets,
 )
+from cq_service.bench.procmem import process_tree
 
 __all__ = [
     "Latency", "broker_connected", "latencies", "measure", "paced_order",
@@ -73,21 +74,10 @@ class Latency:
 # The engine's process and the broker
 
 
-def _tree(root: int) -> list[int]:
-    from cq_service.bench.procmem import _children
-
-    tree, pids, todo = _children(), [], [root]
-    while todo:
-        pid = todo.pop()
-        pids.append(pid)
-        todo.extend(tree.get(pid, ()))
-    return pids
-
-
 def broker_connected(root: int, port: int) -> bool:
     """Whether a process of `root`'s tree holds an established TCP connection to `port`."""
     inodes = set()
-    for pid in _tree(root):
+    for pid in process_tree(root):
         with contextlib.suppress(OSError):
             for fd in os.listdir(f"/proc/{pid}/fd"):
                 with contextlib.suppress(OSError):

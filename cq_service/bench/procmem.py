@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Finished", "run_measured"]
+__all__ = ["Finished", "process_tree", "run_measured"]
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -42,12 +42,19 @@ def _children() -> dict[int, list[int]]:
     return tree
 
 
-def _tree_rss(root: int) -> int:
-    tree = _children()
-    total, todo = 0, [root]
+def process_tree(root: int) -> list[int]:
+    """`root` and every process descended from it, as /proc shows them now."""
+    tree, pids, todo = _children(), [], [root]
     while todo:
         pid = todo.pop()
+        pids.append(pid)
         todo.extend(tree.get(pid, ()))
+    return pids
+
+
+def _tree_rss(root: int) -> int:
+    total = 0
+    for pid in process_tree(root):
         with contextlib.suppress(OSError, IndexError, ValueError):
             total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * _PAGE
     return total

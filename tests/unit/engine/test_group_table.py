@@ -15,10 +15,8 @@ import numpy as np
 import pytest
 
 from cq_service.cql.logical import AggCall, ColRef
-from cq_service.engine.operators.aggregate import Aggregate
-from cq_service.engine.queues import Heartbeat, Queue
 from cq_service.types import DataType
-from tests.unit.engine.batches import make_batch
+from tests.unit.engine import aggregate_runs
 
 INT, STR = DataType.INT, DataType.STRING
 IN_TYPES = [INT, INT, STR]  # (g, x, s)
@@ -31,28 +29,8 @@ AGGS = (
 )
 
 
-class Run:
-    def __init__(self, keys: tuple, table: bool):
-        self.inq = Queue("in")
-        out = Queue("out")
-        self.reader = out.reader()
-        self.op = Aggregate("a", [self.inq.reader()], out, keys, AGGS)
-        self.op.out_types = [k.type for k in keys] + [a.type for a in AGGS]
-        if not table:
-            self.op._table = None
-        self.out: list[tuple] = []  # (ts, row, w, column types)
-
-    def feed(self, elems: list[tuple], upto: int) -> None:
-        if elems:
-            self.inq.push(make_batch(IN_TYPES, elems))
-        self.inq.push(Heartbeat(upto))
-        while self.op.runnable():
-            self.op.run(1 << 30)
-        while (item := self.reader.get()) is not None:
-            if not isinstance(item, Heartbeat):
-                types = tuple(str(c.type) for c in item.columns)
-                for t, row, w in zip(item.ts.tolist(), item.rows(), item.w.tolist()):
-                    self.out.append((t, row, w, types, tuple(type(v) for v in row)))
+def Run(keys: tuple, table: bool) -> aggregate_runs.Run:
+    return aggregate_runs.Run(keys, table, AGGS, IN_TYPES)
 
 
 def workload(rng: random.Random, groups: int, batches: int, big: bool,
@@ -106,20 +84,9 @@ def test_the_table_gives_the_general_paths_output(case, instants: int) -> None:
     _, keys, keyed, groups, big = case
     rng = random.Random(case[0])
     batches = workload(rng, max(groups, 4), 12, big, instants)
-    with_table, without = Run(keys, True), Run(keys, False)
-    live: Counter = Counter()
-    for elems in batches:
-        upto = max(e[0] for e in elems) if elems else 0
-        with_table.feed(elems, upto)
-        without.feed(elems, upto)
-        for _, row, w in elems:
-            live[row] += w
-        got: Counter = Counter()
-        for _, row, w, _, _ in with_table.out:
-            got[row] += w
-        assert +got == expected(+live, keyed)
-    assert with_table.out == without.out
-    assert with_table.op._table is not None
+    with_table = aggregate_runs.against_general_path(
+        batches, keys, AGGS, IN_TYPES, lambda live: expected(live, keyed)
+    )
     if big:
         assert max(abs(row[3] or 0) for _, row, _, _, _ in with_table.out) > 2**53
 
