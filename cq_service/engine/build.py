@@ -16,6 +16,7 @@ from cq_service.engine.operators.base import Operator
 from cq_service.engine.operators.clock import Clock
 from cq_service.engine.operators.distinct import Distinct
 from cq_service.engine.operators.dstream import Dstream
+from cq_service.engine.operators.group_table import GroupTable
 from cq_service.engine.operators.istream import Istream
 from cq_service.engine.operators.join import Join
 from cq_service.engine.operators.mark_join import MarkJoin
@@ -165,8 +166,25 @@ def _mark_join(op: L.MarkJoin, name, ins, out, **_) -> Operator:
 
 
 def _rel_to_stream(op: L.RelToStream, name, ins, out, **_) -> Operator:
-    cls = {"istream": Istream, "dstream": Dstream, "rstream": Rstream}[op.op]
-    return cls(name, ins, out)
+    if op.op == "rstream":
+        return Rstream(name, ins, out)
+    cls = Istream if op.op == "istream" else Dstream
+    return cls(name, ins, out, input_distinct=_aggregate_changes(op.input))
+
+
+def _aggregate_changes(op: L.LogicalOp) -> bool:
+    """Whether `op`'s output is a grouped aggregate's changes, through filters and projections
+    that keep every one of its columns: per group and instant at most one − and one + row, and
+    different rows (the aggregate emits a change only when its row differs, and its rows hold
+    the key; the aggregate types the group table keeps have no NaN and no 0.0 equal to -0.0,
+    the values where Python's and Arrow's equality part)."""
+    while isinstance(op, L.Filter | L.Project):
+        if isinstance(op, L.Project):
+            refs = {e.index for e in op.exprs if isinstance(e, L.ColRef)}
+            if not refs >= set(range(len(op.input.schema))):
+                return False
+        op = op.input
+    return isinstance(op, L.Aggregate) and bool(op.keys) and GroupTable.fits(op.keys, op.aggs)
 
 
 _MAKERS: dict[type, Callable[..., Operator]] = {

@@ -1,6 +1,10 @@
 """Where a group table keeps each group: its key's slot, found for a whole batch at once.
 
-`IntIndex` (one int or timestamp key) is an open-addressing hash table in numpy arrays: keys
+`IntIndex` (one int or timestamp key) addresses its keys directly while they span a range not
+much wider than the groups (a table of slots indexed by key − base, as ids and small codes
+usually do: a batch is one gather), and otherwise is an open-addressing hash table in numpy
+arrays (it moves from one to the other when the keys spread, and back when the groups have
+doubled and fill their span again): keys
 hashed by Fibonacci multiplication into a power-of-two table, collisions resolved by linear
 probing, deleted entries left as tombstones. A batch's keys are probed together, one round per
 probe step, each round only over the keys still unresolved; new keys are inserted the same way,
@@ -25,6 +29,9 @@ __all__ = ["DictIndex", "IntIndex"]
 _EMPTY, _TOMB = -1, -2  # `slots` of a bucket without a key, and of a key deleted
 _FIB = np.uint64(0x9E3779B97F4A7C15)  # 2**64 / golden ratio: spreads keys over the high bits
 _MIN_BITS = 4  # small: tables of a few groups (as in the property tests) grow, probe and rebuild
+_DIRECT_MIN = 1 << 16  # a direct table may span this many keys whatever the groups ...
+_DIRECT_PER_GROUP = 8  # ... or this many per live group (and key of the batch)
+_MIN_DIRECT = 1 << 12  # hash tables of fewer groups stay so
 
 
 class DictIndex:
@@ -37,6 +44,25 @@ class DictIndex:
 
     def __len__(self) -> int:
         return len(self.slots)
+
+    def _to_direct(self, v: np.ndarray) -> None:
+        """Move the keys into a direct table if they and the batch's `v` now span few enough
+        keys per group; checked again when the groups double."""
+        self.checked = self.live + len(v)
+        live = self.slots >= 0
+        k, s = self.keys[live], self.slots[live]
+        both = np.concatenate([k, v])
+        if len(both) == 0:
+            return
+        lo, hi = int(both.min()), int(both.max())
+        if hi - lo + 1 > _DIRECT_PER_GROUP * len(both):
+            return
+        table = np.full(hi - lo + 1, -1, dtype=np.int64)
+        table[k - lo] = s
+        self.base, self.direct = lo, table
+        held = self.live
+        self._reset(_MIN_BITS)
+        self.live = held
 
     def lookup(self, seg: Segments) -> tuple[np.ndarray, list[tuple]] | None:
         """Each batch group's slot (-1: new), or None when keys distinct in Arrow are equal in
@@ -60,13 +86,17 @@ class DictIndex:
 
 
 class IntIndex:
-    """One int key: a numpy hash table from key to slot (`keys`, `slots`: per bucket, `slots`
-    _EMPTY or _TOMB when it holds no key), and the slot of the NULL key (-1: none)."""
+    """One int key: while `direct` is not None, the slot of key `base + i` at `direct[i]` (-1:
+    absent); after, a numpy hash table from key to slot (`keys`, `slots`: per bucket, `slots`
+    _EMPTY or _TOMB when it holds no key). And the slot of the NULL key (-1: none)."""
 
-    __slots__ = ("bits", "keys", "live", "null", "slots", "used")
+    __slots__ = ("base", "bits", "checked", "direct", "keys", "live", "null", "slots", "used")
 
-    def __init__(self) -> None:
+    def __init__(self, direct: bool = True) -> None:
         self.null = -1
+        self.base = 0
+        self.direct: np.ndarray | None = np.zeros(0, dtype=np.int64) if direct else None
+        self.checked = 0 if direct else -1  # groups when last moved (-1: never direct)
         self._reset(_MIN_BITS)
 
     def _reset(self, bits: int) -> None:
@@ -139,14 +169,78 @@ class IntIndex:
         if len(k):
             self._insert(k, s)
 
+    def _covers(self, v: np.ndarray) -> bool:
+        """Whether the direct table covers keys `v`, grown if it may be; when it may not, the
+        keys move into the hash table for good."""
+        if len(v) == 0:
+            return True
+        lo, hi = int(v.min()), int(v.max())
+        table = self.direct
+        assert table is not None
+        if self.live:
+            if lo >= self.base and hi < self.base + len(table):
+                return True
+            lo, hi = min(lo, self.base), max(hi, self.base + len(table) - 1)
+        span = hi - lo + 1
+        limit = max(_DIRECT_MIN, _DIRECT_PER_GROUP * (self.live + len(v)))
+        if span > limit:
+            held = np.flatnonzero(table >= 0)
+            self.direct = None
+            self.checked = self.live
+            self._rebuild(self.live)
+            if len(held):
+                self._insert(held + self.base, table[held])
+            return False
+        grown = np.full(min(limit, max(span, 2 * len(table))), -1, dtype=np.int64)
+        if self.live:
+            grown[self.base - lo: self.base - lo + len(table)] = table
+        self.base, self.direct = lo, grown
+        return True
+
+    def _to_direct(self, v: np.ndarray) -> None:
+        """Move the keys into a direct table if they and the batch's `v` now span few enough
+        keys per group; checked again when the groups double."""
+        self.checked = self.live + len(v)
+        live = self.slots >= 0
+        k, s = self.keys[live], self.slots[live]
+        both = np.concatenate([k, v])
+        if len(both) == 0:
+            return
+        lo, hi = int(both.min()), int(both.max())
+        if hi - lo + 1 > _DIRECT_PER_GROUP * len(both):
+            return
+        table = np.full(hi - lo + 1, -1, dtype=np.int64)
+        table[k - lo] = s
+        self.base, self.direct = lo, table
+        held = self.live
+        self._reset(_MIN_BITS)
+        self.live = held
+
     def lookup(self, seg: Segments) -> tuple[np.ndarray, tuple]:
         k = seg.key_values()[0]
         if isinstance(k, pa.ChunkedArray):
             k = k.combine_chunks()
         if k.type != pa.int64():
             k = k.cast(pa.int64())
-        v = np.asarray(k.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
-        null = np.asarray(k.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        if k.null_count:
+            v = np.asarray(k.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+            null = np.asarray(k.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        else:
+            v = np.asarray(k.to_numpy(zero_copy_only=False), dtype=np.int64)
+            null = np.zeros(len(v), dtype=bool)
+        nulls = bool(null.any())
+        if self.direct is None and 0 <= 2 * self.checked <= self.live + len(v) - _MIN_DIRECT:
+            self._to_direct(v[~null] if nulls else v)
+        if self.direct is not None and self._covers(v[~null] if nulls else v):
+            if nulls:
+                pos = np.full(len(v), -1, dtype=np.int64)
+                pos[~null] = v[~null] - self.base
+                slot = np.full(len(v), self.null, dtype=np.int64)
+                slot[~null] = self.direct[pos[~null]]
+            else:
+                pos = v - self.base
+                slot = self.direct[pos]
+            return slot, (v, null, pos)
         pos, slot = self._find(v)
         pos[null] = -1
         slot[null] = self.null
@@ -159,24 +253,38 @@ class IntIndex:
             if null[gone].any():
                 self.null = -1
             p = pos[gone[~null[gone]]]
-            self.slots[p] = _TOMB
+            if self.direct is not None:
+                self.direct[p] = -1
+            else:
+                self.slots[p] = _TOMB
             self.live -= len(p)
         if len(new):
             nn = null[new]
             if nn.any():
                 self.null = int(new_slots[nn][0])
-            self._insert(v[new[~nn]], new_slots[~nn])
+            if self.direct is not None:  # lookup grew the table over these keys
+                self.direct[pos[new[~nn]]] = new_slots[~nn]
+                self.live += int((~nn).sum())
+            else:
+                self._insert(v[new[~nn]], new_slots[~nn])
 
     def items(self) -> list[tuple[tuple, int]]:
-        live = self.slots >= 0
-        out = [((k,), s) for k, s in zip(self.keys[live].tolist(), self.slots[live].tolist())]
+        if self.direct is not None:
+            held = np.flatnonzero(self.direct >= 0)
+            keys, slots = held + self.base, self.direct[held]
+        else:
+            live = self.slots >= 0
+            keys, slots = self.keys[live], self.slots[live]
+        out = [((k,), s) for k, s in zip(keys.tolist(), slots.tolist())]
         if self.null >= 0:
             out.append(((None,), self.null))
         return out
 
     def __setstate__(self, state: Any) -> None:
-        """Also a snapshot's sorted-array index (before the hash table): rebuilt as one."""
+        """Also a snapshot's sorted-array index (before the hash table), rebuilt as a hash
+        table, and one's hash table from before direct tables."""
         fields = state[1] if isinstance(state, tuple) else state
+        self.base, self.direct, self.checked = 0, None, -1
         if "bits" in fields:
             for name, value in fields.items():
                 setattr(self, name, value)

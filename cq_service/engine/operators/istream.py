@@ -16,19 +16,30 @@ _FIB = np.uint64(0x9E3779B97F4A7C15)  # 2**64 / golden ratio: multiplicative has
 
 
 class RelationToStream(UnaryOperator):
-    """Base of Istream and Dstream: consolidate each complete instant, keep one sign."""
+    """Base of Istream and Dstream: consolidate each complete instant, keep one sign.
+
+    `input_distinct`: the input never holds one row twice at an instant (an aggregate's
+    changes: per group and instant at most one − old and one + new row, and only when they
+    differ; engine/build.py says when). Nothing can cancel then, so each batch's elements of the
+    kept sign pass at once, with no instant to wait for."""
 
     kind = "istream"
     sign = 1
+    STRUCTURE = frozenset({"input_distinct"})
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, input_distinct: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
+        self.input_distinct = input_distinct
         self._buffer = InstantBuffer()
 
     def state_size(self) -> tuple[int, int]:
         return self._buffer.rows, self._buffer.nbytes
 
     def on_batch(self, batch: Batch) -> None:
+        if self.input_distinct and not self._buffer.rows:  # (a restored buffer drains first)
+            kept = batch.filter(batch.w * self.sign > 0)
+            self.emit(Batch(kept.columns, kept.ts, np.abs(kept.w), batch.ticks))
+            return
         self._out(self._buffer.add(batch))
 
     def on_heartbeat(self, ts: int) -> None:

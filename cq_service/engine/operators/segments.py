@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from cq_service.cql.logical import AggCall
 from cq_service.engine.batch import Batch
 from cq_service.engine.operators.accumulators import NUMERIC, Acc, Extreme, canonical_nan
+from cq_service.engine.operators.dense_ids import dense_ids, first_occurrences, int_codes
 
 __all__ = ["Deltas", "Extremes", "Linear", "Pairs", "Segments", "group_ids", "linear_safe",
            "starts_from_lengths"]
@@ -44,10 +45,8 @@ class Segments:
         self._order: np.ndarray | None = None
         self._ordered = not keys
         if keys:
-            row_gid = group_ids(keys, n)
-            sid = _segment_ids(ts, row_gid)
-            self.grow = _first_occurrences(row_gid)  # each group's first row: its key's
-            first = self.grow if sid is row_gid else _first_occurrences(sid)
+            row_gid, self.grow = group_ids(keys)  # each group's first row: its key's
+            sid, first = _segment_ids(ts, row_gid, self.grow)
             lengths = np.bincount(sid, minlength=len(first))
             starts = starts_from_lengths(lengths)
             self.gid = row_gid[first]
@@ -141,25 +140,18 @@ def _is_sorted(a: np.ndarray) -> bool:
     return len(a) < 2 or bool((a[1:] >= a[:-1]).all())
 
 
-def _segment_ids(ts: np.ndarray, row_gid: np.ndarray) -> np.ndarray:
-    """Each row's (instant, group) segment: dense ids in order of first appearance."""
+def _segment_ids(ts: np.ndarray, row_gid: np.ndarray,
+                 grow: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's (instant, group) segment, dense ids in order of first appearance, and each
+    segment's first row (`grow`: each group's)."""
     if len(ts) < 2 or (ts[0] == ts[-1] and bool((ts == ts[0]).all())):
-        return row_gid  # one instant: the segments are the groups
+        return row_gid, grow  # one instant: the segments are the groups
     if _is_sorted(ts):
         inst = np.zeros(len(ts), dtype=np.int64)
         np.cumsum(ts[1:] != ts[:-1], out=inst[1:])
     else:
-        inst = _dense(ts)
-    return _dense(inst * (int(row_gid.max()) + 1) + row_gid)
-
-
-def _first_occurrences(ids: np.ndarray) -> np.ndarray:
-    """Where each id first occurs, for dense ids numbered in order of first appearance: the
-    rows whose id exceeds every id before them."""
-    first = np.empty(len(ids), dtype=bool)
-    first[0] = True
-    np.greater(ids[1:], np.maximum.accumulate(ids)[:-1], out=first[1:])
-    return np.flatnonzero(first)
+        inst = dense_ids(ts)[0]
+    return dense_ids(inst * len(grow) + row_gid)
 
 
 def starts_from_lengths(lengths: np.ndarray) -> np.ndarray:
@@ -168,24 +160,31 @@ def starts_from_lengths(lengths: np.ndarray) -> np.ndarray:
     return starts
 
 
-def group_ids(keys: list[pa.Array], n: int) -> np.ndarray:
-    """Dense group ids per row, in order of first appearance (NULL is a value, NaN one)."""
-    gid: np.ndarray | None = None
+def group_ids(keys: list[pa.Array]) -> tuple[np.ndarray, np.ndarray]:
+    """Dense group ids per row, in order of first appearance (NULL is a value, NaN one), and
+    each group's first row."""
+    gid = firsts = None
     for k in keys:
         if isinstance(k, pa.ChunkedArray):
             k = k.combine_chunks()
-        enc = pc.dictionary_encode(k, null_encoding="encode")
-        codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-        if gid is None:
-            gid = codes
+        ints = int_codes(k)
+        if ints is not None:
+            codes, distinct = ints, None
         else:
-            gid = _dense(gid * len(enc.dictionary) + codes)
-    return gid  # type: ignore[return-value]
-
-
-def _dense(codes: np.ndarray) -> np.ndarray:
-    enc = pc.dictionary_encode(pa.array(codes, type=pa.int64()))
-    return np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+            enc = pc.dictionary_encode(k, null_encoding="encode")
+            codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+            distinct = len(enc.dictionary)
+        if gid is None and distinct is not None:
+            gid, firsts = codes, None  # already dense, in order of first appearance
+            continue
+        if gid is not None:
+            if distinct is None:
+                codes, cfirsts = dense_ids(codes)
+                distinct = len(cfirsts)
+            codes = gid * distinct + codes
+        gid, firsts = dense_ids(codes)
+    assert gid is not None
+    return gid, first_occurrences(gid) if firsts is None else firsts
 
 
 class Deltas:

@@ -13,7 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from cq_service.engine.operators.segments import Segments
+from cq_service.engine.operators.dense_ids import dense_ids
+from cq_service.engine.operators.segments import Segments, group_ids
 from cq_service.types import DataType
 from tests.unit.engine.batches import make_batch
 
@@ -82,3 +83,29 @@ def test_one_instant_segments_are_the_groups() -> None:
     assert seg.gid.tolist() == [0, 1, 2]
     assert seg.take(np.arange(5)).tolist() == [0, 2, 1, 4, 3]
     assert seg.drows.tolist() == [2, 2, 1]
+
+
+def test_dense_ids_number_in_order_of_first_appearance_on_either_path():
+    """Direct addressing (narrow spans) and Arrow's hash (wide ones) give the same ids: dense,
+    in order of first appearance, with each id's first row."""
+    rng = np.random.default_rng(7)
+    for n, span, lo in [(1, 1, 0), (5, 3, -2), (1000, 50, 10**12), (1000, 10**9, -(10**15)),
+                        (4000, 9000, 0), (4000, 9000, -(2**62))]:
+        codes = rng.integers(0, span, n) + lo
+        ids, firsts = dense_ids(codes)
+        _, first_at, inverse = np.unique(codes, return_index=True, return_inverse=True)
+        rank = np.argsort(np.argsort(first_at))  # each distinct value's order of appearance
+        assert ids.tolist() == rank[inverse].tolist()
+        assert firsts.tolist() == sorted(first_at.tolist())
+
+
+def test_group_ids_agree_for_int_string_null_and_compound_keys():
+    ints = pa.array([5, 3, 5, 9, 3, 3])
+    strs = pa.array(["a", "b", "a", "a", None, None])
+    nulls = pa.array([1, None, 1, None, 2, 1])
+    assert [x.tolist() for x in group_ids([ints])] == [[0, 1, 0, 2, 1, 1], [0, 1, 3]]
+    assert [x.tolist() for x in group_ids([nulls])] == [[0, 1, 0, 1, 2, 0], [0, 1, 4]]
+    gid, first = group_ids([ints, strs])
+    assert gid.tolist() == [0, 1, 0, 2, 3, 3] and first.tolist() == [0, 1, 3, 4]
+    gid, first = group_ids([strs, ints])
+    assert gid.tolist() == [0, 1, 0, 2, 3, 3] and first.tolist() == [0, 1, 3, 4]
