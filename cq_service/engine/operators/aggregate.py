@@ -172,7 +172,7 @@ class Aggregate(MultiInputOperator):
         if arg.null_count:
             counts = seg.segment_sums(w * arg.is_valid().to_numpy(zero_copy_only=False))
         if call.fn in ("sum", "avg"):
-            vals = np.asarray(arg.fill_null(0).to_numpy(zero_copy_only=False))
+            vals = np.asarray((arg.fill_null(0) if arg.null_count else arg).to_numpy(zero_copy_only=False))
             return Linear(call.fn, counts, seg.segment_sums(vals * w))
         return Linear("count", counts, None)
 

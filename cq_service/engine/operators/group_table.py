@@ -2,7 +2,8 @@
 the fast state of many groups.
 
 `GroupTable` holds, for every live group, its row multiplicity and per aggregate its count of
-non-NULL values and its int total, in numpy arrays indexed by a slot; each MIN/MAX (DISTINCT or
+non-NULL values and its int total, in one numpy row per slot (`cells`: a batch's groups are
+read and written one row each, not one array each); each MIN/MAX (DISTINCT or
 not) also keeps its groups' values as one sorted multiset of (slot, value) (`Multiset`,
 group_multiset.py). One int key is found in a numpy hash table (no Python object per key);
 other keys in a dict from the key tuple to its slot (group_index.py). A batch (cut into
@@ -55,29 +56,48 @@ _DictIndex, _IntIndex = DictIndex, IntIndex  # their names in snapshots taken be
 
 
 class GroupTable:
-    __slots__ = ("count", "fns", "free", "index", "multisets", "rows", "total", "used")
+    __slots__ = ("cells", "fns", "free", "index", "multisets", "used")
 
     def __init__(self, keys: tuple[BExpr, ...], calls: tuple[AggCall, ...]):
         self.fns = [c.fn for c in calls]
         one_int = len(keys) == 1 and keys[0].type in (DataType.INT, DataType.TIMESTAMP)
         self.index: IntIndex | DictIndex = IntIndex() if one_int else DictIndex()
-        self.free: list[int] = []  # slots of groups that went away
+        self.free = np.zeros(0, dtype=np.int64)  # slots of groups that went away (a stack)
         self.used = 0  # slots handed out so far
-        cap = 1024
-        self.rows = np.zeros(cap, dtype=np.int64)
-        self.count = np.zeros((len(calls), cap), dtype=np.int64)
-        self.total = np.zeros((len(calls), cap), dtype=np.int64)
+        # per slot: rows, then each call's count, then each call's total (0 unless SUM/AVG)
+        self.cells = np.zeros((1024, 1 + 2 * len(calls)), dtype=np.int64)
         # MIN/MAX: call index -> its values (`count` keeps their number per group)
         self.multisets = {j: Multiset(c.fn == "max") for j, c in enumerate(calls)
                           if c.fn in ("min", "max")}
 
     def __setstate__(self, state: tuple) -> None:
-        """A state pickled before MIN/MAX were kept here has no multisets."""
+        """A state pickled before MIN/MAX were kept here has no multisets; one pickled before
+        `cells`, separate `rows`, `count` and `total` arrays, and its free slots in a list."""
         _, slots = state
+        slots = dict(slots)
+        if "cells" not in slots:
+            rows, count, total = slots.pop("rows"), slots.pop("count"), slots.pop("total")
+            slots["cells"] = np.ascontiguousarray(np.vstack([rows[None, :], count, total]).T)
+        slots["free"] = np.asarray(slots["free"], dtype=np.int64)  # a list before
         for k, v in slots.items():
             setattr(self, k, v)
         if "multisets" not in slots:
             self.multisets = {}
+
+    @property
+    def rows(self) -> np.ndarray:
+        """Each slot's row multiplicity (a view)."""
+        return self.cells[:, 0]
+
+    @property
+    def count(self) -> np.ndarray:
+        """Per call, each slot's count of values (a view: calls × slots)."""
+        return self.cells[:, 1: 1 + len(self.fns)].T
+
+    @property
+    def total(self) -> np.ndarray:
+        """Per call, each slot's int total (a view: calls × slots)."""
+        return self.cells[:, 1 + len(self.fns):].T
 
     @staticmethod
     def fits(keys: tuple[BExpr, ...], calls: tuple[AggCall, ...]) -> bool:
@@ -123,10 +143,9 @@ class GroupTable:
             gstart = starts_from_lengths(lengths)
             glast = gstart + lengths - 1
 
-        def init(a: np.ndarray) -> np.ndarray:
-            x = np.zeros(G, dtype=np.int64)
-            x[known] = a[ks]
-            return x
+        state = np.zeros((G, self.cells.shape[1]), dtype=np.int64)  # each group's cells
+        state[known] = self.cells.take(ks, axis=0)
+        nf = len(self.fns)
 
         def cum(x: np.ndarray, x0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             """Per segment (group-major) the value after it and the value before it."""
@@ -137,7 +156,7 @@ class GroupTable:
             after = c + np.repeat(x0 - (c[gstart] - xp[gstart]), lengths)
             return after, after - xp
 
-        rows, rows_before = cum(seg.drows, init(self.rows))
+        rows, rows_before = cum(seg.drows, state[:, 0])
         if (rows < 0).any():
             return None
         zero = rows == 0
@@ -145,7 +164,7 @@ class GroupTable:
         plans: dict[int, Plan] = {}  # per MIN/MAX call: its extremes and new multiplicities
         for j, d in enumerate(deltas):
             dc = d.dcount if isinstance(d, Extremes) else d.counts  # type: ignore[attr-defined]
-            c, c_before = cum(dc, init(self.count[j]))
+            c, c_before = cum(dc, state[:, 1 + j])
             if (c < 0).any() or (c[zero] != 0).any():
                 return None
             if isinstance(d, Extremes):
@@ -157,7 +176,7 @@ class GroupTable:
                 continue
             t = t_before = None
             if d.sums is not None:  # type: ignore[attr-defined]
-                t0 = init(self.total[j])
+                t0 = state[:, 1 + nf + j]
                 if (np.abs(t0) >= 2**62).any():
                     return None
                 t, t_before = cum(d.sums, t0)  # type: ignore[attr-defined]
@@ -183,25 +202,23 @@ class GroupTable:
             changed |= both & ((null != null_b) | (~null & (a != b)))  # type: ignore[operator]
             results.append((a, b, null, null_b))
         # the output: per changed segment − old (if it had a row) then + new (if it has one)
-        minus = np.flatnonzero(changed & was)
-        plus = np.flatnonzero(changed & alive)
-        batch = _output(seg, perm, gp, minus, plus, keys, results, out_types, ticks)
-        self._store(where, slot, glast, rows, vals, plans)
+        batch = _output(seg, None if single else perm, changed & was, changed & alive, keys,
+                        results, out_types, ticks)
+        self._store(where, slot, None if single else glast, rows, vals, plans)
         return batch
 
-    def _store(self, where: object, slot: np.ndarray, glast: np.ndarray,
+    def _store(self, where: object, slot: np.ndarray, glast: np.ndarray | None,
                rows: np.ndarray, vals: list[tuple], plans: dict[int, Plan]) -> None:
-        """Each group's state after its last segment; groups without rows are forgotten."""
-        final = rows[glast]
+        """Each group's state after its last segment (`glast`; None: each group's only
+        segment is its own); groups without rows are forgotten."""
+        final = rows if glast is None else rows[glast]
         live = final > 0
         gone = np.flatnonzero(~live & (slot >= 0))
         new = np.flatnonzero(live & (slot < 0))
         if len(gone):
             freed = slot[gone]
-            self.rows[freed] = 0
-            self.count[:, freed] = 0
-            self.total[:, freed] = 0
-            self.free.extend(freed.tolist())
+            self.cells[freed] = 0
+            self.free = np.concatenate([self.free, freed])
         old = slot
         if len(new):
             slot = slot.copy()
@@ -211,28 +228,30 @@ class GroupTable:
         if len(gone) or len(new):
             self.index.update(where, gone, new, slot[new])
         keep = np.flatnonzero(live)
-        s = slot[keep]
-        at = glast[keep]
-        self.rows[s] = rows[at]
+        at = keep if glast is None else glast[keep]
+        nf = len(self.fns)
+        cells = np.zeros((len(keep), self.cells.shape[1]), dtype=np.int64)
+        cells[:, 0] = rows[at]
         for j, (c, t, _, _) in enumerate(vals):
-            self.count[j, s] = c[at]
+            cells[:, 1 + j] = c[at]
             if t is not None:
-                self.total[j, s] = t[at]
+                cells[:, 1 + nf + j] = t[at]
+        self.cells[slot[keep]] = cells
 
     def _allocate(self, n: int) -> np.ndarray:
         reuse = min(n, len(self.free))
         out = np.empty(n, dtype=np.int64)
         if reuse:
             out[:reuse] = self.free[len(self.free) - reuse:]
-            del self.free[len(self.free) - reuse:]
+            self.free = self.free[: len(self.free) - reuse]
         fresh = n - reuse
         out[reuse:] = np.arange(self.used, self.used + fresh)
         self.used += fresh
-        if self.used > len(self.rows):
-            cap = max(self.used, 2 * len(self.rows))
-            self.rows = _grown(self.rows, cap)
-            self.count = _grown(self.count, cap)
-            self.total = _grown(self.total, cap)
+        if self.used > len(self.cells):
+            grown = np.zeros((max(self.used, 2 * len(self.cells)), self.cells.shape[1]),
+                             dtype=np.int64)
+            grown[: len(self.cells)] = self.cells
+            self.cells = grown
         return out
 
     def groups(self, calls: tuple[AggCall, ...]) -> dict[tuple, Group]:
@@ -255,12 +274,6 @@ class GroupTable:
         return out
 
 
-def _grown(a: np.ndarray, cap: int) -> np.ndarray:
-    out = np.zeros((*a.shape[:-1], cap), dtype=a.dtype)
-    out[..., : a.shape[-1]] = a
-    return out
-
-
 def _quotients(t: np.ndarray, c: np.ndarray, null: np.ndarray) -> np.ndarray:
     """t / c as float64 where c ≠ 0 (0.0 elsewhere), correctly rounded as Python's int / int."""
     safe = np.where(null, 1, c)
@@ -272,22 +285,29 @@ def _quotients(t: np.ndarray, c: np.ndarray, null: np.ndarray) -> np.ndarray:
     return q
 
 
-def _output(seg: Segments, perm: np.ndarray, gp: np.ndarray, minus: np.ndarray,
-            plus: np.ndarray, keys: list[pa.Array], results: list[tuple],
-            out_types: list[DataType], ticks: np.ndarray) -> Batch:
-    """The − rows (values before) at `minus` and + rows (values after) at `plus` (positions in
-    group-major order), in the order of their segments, − before +."""
-    S = len(perm)  # each output row's place: 2 * segment (+ 1 for +), marked, read in order
-    mark = np.zeros(2 * S, dtype=bool)
-    mark[2 * perm[minus]] = True
-    mark[2 * perm[plus] + 1] = True
-    place = np.flatnonzero(mark)
+def _output(seg: Segments, perm: np.ndarray | None, minus: np.ndarray, plus: np.ndarray,
+            keys: list[pa.Array], results: list[tuple], out_types: list[DataType],
+            ticks: np.ndarray) -> Batch:
+    """The − rows (values before) where `minus` and + rows (values after) where `plus` (masks
+    over the segments in group-major order, `perm` the segment of each; None: segment order),
+    in the order of their segments, − before +."""
+    S = len(minus)
+    if perm is not None:  # the masks in segment order
+        minus, plus = _scattered(minus, perm), _scattered(plus, perm)
+    mark = np.empty((S, 2), dtype=bool)  # row 2i: segment i's −, 2i + 1: its +
+    mark[:, 0] = minus
+    mark[:, 1] = plus
+    place = np.flatnonzero(mark.ravel())
     after = (place & 1).astype(bool)
-    inv = np.empty(S, dtype=np.int64)
-    inv[perm] = np.arange(S)
-    pos = inv[place >> 1]
+    sp = place >> 1  # each output row's segment
+    if perm is None:
+        pos = sp
+    else:  # its place in group-major order
+        inv = np.empty(S, dtype=np.int64)
+        inv[perm] = np.arange(S)
+        pos = inv[sp]
     nk = len(keys)
-    rows_idx = pa.array(seg.grow[gp[pos]], type=pa.int64())
+    rows_idx = pa.array(seg.grow[seg.gid[sp]], type=pa.int64())
     cols: list[pa.Array] = []
     for k, t in zip(keys, out_types[:nk]):
         if isinstance(k, pa.ChunkedArray):
@@ -297,8 +317,15 @@ def _output(seg: Segments, perm: np.ndarray, gp: np.ndarray, minus: np.ndarray,
         cols.append(col if col.type == typ else col.cast(typ))
     for (a, b, null, null_b), t in zip(results, out_types[nk:]):
         v = np.where(after, a[pos], b[pos])
-        mask = None if null is None else np.where(after, null[pos], null_b[pos])
+        mask = None
+        if null is not None and (null.any() or null_b.any()):
+            mask = np.where(after, null[pos], null_b[pos])
         cols.append(pa.array(v, type=arrow_type(t), mask=mask))
-    ts = seg.ts[perm[pos]]
-    w = np.where(after, 1, -1).astype(np.int64)
-    return Batch(tuple(cols), ts, w, ticks)
+    w = after.astype(np.int64) * 2 - 1
+    return Batch(tuple(cols), seg.ts[sp], w, ticks)
+
+
+def _scattered(mask: np.ndarray, perm: np.ndarray) -> np.ndarray:
+    out = np.empty(len(mask), dtype=bool)
+    out[perm] = mask
+    return out

@@ -122,3 +122,27 @@ def test_the_tables_state_pickles_and_an_older_state_restores() -> None:
         r.feed([(2, (g, 1, "a"), -1) for g in range(10)], 2)
     assert again.out == run.out and len(run.out) == 20
     assert np.array_equal(again.op._table.rows, run.op._table.rows)
+
+
+def test_a_table_pickled_with_separate_rows_count_and_total_arrays_restores() -> None:
+    """Before `cells`, a table kept `rows`, `count` and `total` arrays: such a state restores
+    into the same cells and runs on with the same output."""
+    run = Run((G,), True)
+    run.feed([(1, (g % 50, g, "a"), 1) for g in range(200)], 1)
+    run.feed([(2, (g % 50, g, "a"), -1) for g in range(200) if g % 50 < 5], 2)  # 5 slots free
+    table = run.op._table
+    _, fields = table.__reduce_ex__(2)[2]
+    old = {k: v for k, v in fields.items() if k != "cells"}
+    old.update(rows=table.rows.copy(), count=table.count.copy(), total=table.total.copy(),
+               free=table.free.tolist())
+    restored = type(table).__new__(type(table))
+    restored.__setstate__((None, old))
+    assert np.array_equal(restored.cells, table.cells)
+    assert np.array_equal(restored.free, table.free) and len(table.free)
+    again = Run((G,), True)
+    again.op.restore({**pickle.loads(pickle.dumps(run.op.snapshot())), "_table": restored})
+    for r in (run, again):
+        r.out.clear()
+        r.feed([(3, (g, g, "a"), -1) for g in range(5, 15)] + [(3, (60, 1, "a"), 1)], 3)
+    assert again.op._table is not None  # still in the table: a free slot taken by group 60
+    assert again.out == run.out and len(run.out) == 21
