@@ -1,7 +1,7 @@
 """One batch of an aggregate's input cut into segments, and each aggregate's deltas per segment.
 
-A batch is cut into segments, one per (instant, group), with vectorised hashed group codes
-and no sort; segments are numbered in the order of their first element, which is instant order
+A batch is cut into segments, one per (instant, group), with dense group codes (dense_ids.py:
+direct addressing for narrow int codes, Arrow's hash otherwise) and no sort; segments are numbered in the order of their first element, which is instant order
 (`Segments`). For each aggregate, a `Deltas` gives every segment's change: COUNT and int
 SUM/AVG that cannot overflow as numpy reductions (`Linear`); MIN and MAX of ints, timestamps
 and floats as the change in values and the extremes inserted and deleted (`Extremes`); every
@@ -32,7 +32,7 @@ class Segments:
     starts and ends in segment order, its instant, its group (`gid`, dense ids with their keys
     in `gkeys`, read from row `grow` of the batch) and its change in row count.
 
-    Segment ids come from hashing (instant, group) codes, with no sort; the rows in segment
+    Segment ids are dense ids of (instant, group) codes (dense_ids.py), with no sort; the rows in segment
     order (`order`, None when the batch is already in it) are sorted for only on first use
     (`take`), which per-segment sums of batch-order values (`segment_sums`, np.add.at) do not need."""
 
