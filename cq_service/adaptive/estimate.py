@@ -30,7 +30,7 @@ from cq_service.adaptive import cost_model as cm
 from cq_service.adaptive.cost_model import Edge
 from cq_service.adaptive.cpu import BATCH_ROWS, EngineCosts
 from cq_service.cql import logical as L
-from cq_service.engine.operators.join import _Side
+from cq_service.engine.operators.join_synopsis import JoinSide
 from cq_service.plan.physical import PhysicalNode, PhysicalPlan
 from cq_service.types import DataType
 
@@ -291,11 +291,12 @@ def _size(e: Edge) -> float:
 
 
 # A join side whose input retracts other than its oldest rows first finds each retraction by
-# the hash of the row it retracts: each row's hash and offset, sorted (engine/operators/join.py).
+# the hash of the row it retracts: each row's hash and offset, sorted
+# (engine/operators/join_synopsis.py).
 ROW_HASH_BYTES = 16
 # A join side's rows are runs; a new run merges into the one before it while that one holds at
 # most this many times its rows (the engine's own constant).
-MERGE_RATIO = _Side.MERGE_RATIO
+MERGE_RATIO = JoinSide.MERGE_RATIO
 
 
 def batch_row_bytes(d: float) -> float:
@@ -316,10 +317,10 @@ def _fifo(side: L.LogicalOp, e: Edge) -> bool:
 
 def _join_row_bytes(op: L.Join, side: L.LogicalOp, e: Edge) -> float:
     """Bytes a join keeps per row of input `side` (edge `e`) besides the row's columns
-    (engine/operators/join.py, `_Run.nbytes`): its key (8 bytes a key; a nested-loop join keys
-    every row by one constant byte), its weight (8), the sorted index of a single integer key
-    (value and offset, 16; the nested-loop join's constant key is one) and, for an input that
-    retracts other than its oldest rows first, each row's hash and offset (16)."""
+    (engine/operators/join_synopsis.py, `Run.nbytes`): its key (8 bytes a key; a nested-loop
+    join keys every row by one constant byte), its weight (8), the sorted index of a single
+    integer key (value and offset, 16; the nested-loop join's constant key is one) and, for an
+    input that retracts other than its oldest rows first, each row's hash and offset (16)."""
     keys = op.left_keys if side is op.left else op.right_keys
     key = 8.0 * len(keys) if keys else 1.0
     one_int = len(keys) == 1 and getattr(keys[0], "type", None) in (DataType.INT, DataType.TIMESTAMP)

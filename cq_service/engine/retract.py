@@ -4,7 +4,8 @@ A synopsis fed by anything but a window (a join's output, an aggregate's) sees r
 no particular order. To hold exactly its input's current rows, it cancels each retraction
 against stored rows equal to it: `row_hash` finds candidates (a 64-bit hash of all of a row's
 values, kept sorted per run of the synopsis), `same_rows` confirms them, and `allocate` shares a
-retraction's weight among equal rows. The join's synopses use it (engine/operators/join.py).
+retraction's weight among equal rows. The join's synopses use it
+(engine/operators/join_synopsis.py).
 """
 
 from __future__ import annotations

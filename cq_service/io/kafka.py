@@ -3,8 +3,10 @@
 
 This module is the reader and the package's Kafka face (the names below are re-exported): the
 sink and its producer are in kafka_sink.py, decoding and time per partition in
-kafka_messages.py, what every client shares in kafka_client.py, the two libraries behind one
-interface in confluent_client.py and kafka_python_client.py (opened by kafka_connect.py).
+kafka_messages.py, the source's dead-letter topic in kafka_dead_letter.py, the reader's broker
+outages in kafka_outage.py, what every client shares in kafka_client.py, the two libraries
+behind one interface in confluent_client.py and kafka_python_client.py (opened by
+kafka_connect.py).
 
 Source (``type: kafka``): every partition of `topic` is assigned to this one reader (manual
 assignment; the consumer group is used only to commit offsets). Values are decoded and checked
@@ -38,7 +40,6 @@ import numpy as np
 
 from cq_service.errors import CQError, Outage, Unreachable
 from cq_service.io.base import (
-    DeadRecord,
     RawChunk,
     SourceError,
     SourceReader,
@@ -54,12 +55,12 @@ from cq_service.io.kafka_client import (
     bootstrap_servers,
     client_choice,
     dependency_name,
-    outage_of,
 )
-from cq_service.io.kafka_connect import dead_letter_settings, open_consumer, settings_reason
+from cq_service.io.kafka_connect import open_consumer, settings_reason
+from cq_service.io.kafka_dead_letter import DeadLetterTopic
 from cq_service.io.kafka_messages import MessageDecoder, Messages, PartitionClock
+from cq_service.io.kafka_outage import BrokerWatch
 from cq_service.io.kafka_sink import KafkaSink, KafkaWriter
-from cq_service.io.reachability import Backoff, Probe
 from cq_service.spec.loader import KAFKA_SOURCE_OPTIONS
 from cq_service.spec.model import StreamSpec
 
@@ -130,7 +131,6 @@ class KafkaReader(SourceReader):
         self.layout = self._decoder.layout
         self._clock = PartitionClock(stream.max_delay, arrival=stream.timestamp is None)
         settings = dict(opts.get("consumer") or {})
-        self._settings = settings
         self._partitions: list[int] = []
         self._finished: set[int] = set()  # not live: partitions read up to their end
         self._end_at_open: dict[int, int] = {}
@@ -139,21 +139,20 @@ class KafkaReader(SourceReader):
         self._closed = False
         self._next_position = 0  # arrival-order timestamps: records read so far
         self._refreshed = time.monotonic()
-        self._dead_writer: KafkaWriter | None = None
+        self._dead_letters = DeadLetterTopic(
+            self.dead_letter_topic, stream.name, self.topic, self.servers, self.client, settings,
+            self._span,
+        )  # fmt: skip
         # Outages (live): what the worker reads, and how the reader finds the brokers again.
         self.dependency = dependency_name(self.servers)
         self.role = f"source topic {self.topic}"
-        self.outage: Outage | None = None
-        self.flush_timeout: float | None = None  # the dead-letter producer's (None: default)
-        self._probe = Probe(self.servers)
-        self._retry = Backoff(first=0.5, cap=5.0)
-        self._retry_at = 0.0
+        self._watch = BrokerWatch(self.servers, self.role)
         self._known: dict[int, int] = {}  # partition -> next offset to read, as last known
-        self._end_hint: dict[int, int] = {}  # end offsets asked when the brokers came back
         self._lag = 0
         self._delivering = False  # the last poll returned messages: the brokers answer
-        if not self._probe.check_now():
-            raise Unreachable(self._outage(self._probe.reason), self._span)
+        refused = self._watch.refused_now()
+        if refused is not None:
+            raise Unreachable(refused, self._span)
         self._consumer, partitions = self._open_consumer(settings)
         try:
             self._assign(partitions, initial=True)
@@ -161,6 +160,20 @@ class KafkaReader(SourceReader):
         except BaseException:
             self.close()
             raise
+
+    @property
+    def outage(self) -> Outage | None:
+        """Why the brokers count as away (live); None while they answer."""
+        return self._watch.outage
+
+    @property
+    def flush_timeout(self) -> float | None:
+        """The dead-letter producer's (None: KafkaWriter's default); the worker sets it."""
+        return self._dead_letters.flush_timeout
+
+    @flush_timeout.setter
+    def flush_timeout(self, seconds: float | None) -> None:
+        self._dead_letters.flush_timeout = seconds
 
     # -- set-up
 
@@ -280,7 +293,7 @@ class KafkaReader(SourceReader):
             raise self._failure(e, f"cannot get the position in {self.topic!r}") from None
         if position is None:
             raise Unreachable(
-                self._went_away(f"no position in partition {partition} within {_CALL_MS} ms"),
+                self._watch.went_away(f"no position in partition {partition} within {_CALL_MS} ms"),
                 self._span,
             )
         self._known[partition] = int(position)
@@ -294,53 +307,16 @@ class KafkaReader(SourceReader):
 
     # -- outages
 
-    def _outage(self, reason: str) -> Outage:
-        return outage_of(reason, self.servers, self.role, None, self.outage)
-
-    def _went_away(self, reason: str) -> Outage:
-        """Count the brokers as away (for `reason`); try them again after a backoff."""
-        self.outage = self._outage(reason)
-        self._end_hint.clear()
-        self._retry_at = time.monotonic() + self._retry.next()
-        return self.outage
-
     def _failure(self, error: KafkaCallError, what: str) -> CQError:
         """The error to raise for a failed call while doing `what`: `Unreachable` for a
         retriable one (and the reader is away), else a SourceError."""
         if error.retriable:
-            reason = error.reason
-            if not self._probe.check_now():
-                reason = self._probe.reason
-            return Unreachable(self._went_away(reason), self._span)
+            return Unreachable(self._watch.failed(error), self._span)
         return SourceError(f"{self.stream.name}: {what}: {error}", self._span)
 
     def _available(self) -> bool:
-        """Live: whether the brokers can be read now. While away, they are tried again (after
-        the backoff) once the probe finds them accepting connections: the end offsets they
-        give then are taken as fresh, so no partition counts as caught up on what was known
-        before the outage."""
-        now = time.monotonic()
-        if self.outage is None and self._delivering:
-            return True
-        reachable = self._probe.check(now)
-        if self.outage is None:
-            if reachable is False:
-                self._went_away(self._probe.reason)
-                return False
-            return True
-        if reachable is False:
-            self.outage = self.outage.again(self._probe.reason)
-            return False
-        if reachable is None or now < self._retry_at:
-            return False
-        try:
-            ends = self._end_offsets(self._partitions)
-        except Unreachable:
-            return False
-        self._end_hint = ends
-        self.outage = None
-        self._retry.reset()
-        return True
+        """Live: whether the brokers can be read now (kafka_outage.py)."""
+        return self._watch.available(self._delivering, lambda: self._end_offsets(self._partitions))
 
     # -- reading
 
@@ -452,10 +428,7 @@ class KafkaReader(SourceReader):
         unknown = []
         for p in self._partitions:
             high = self._consumer.highwater(p)
-            hint = self._end_hint.get(p)  # after an outage: the end then, until a fetch is newer
-            if hint is not None and high is not None and high >= hint:
-                del self._end_hint[p]
-                hint = None
+            hint = self._watch.end_after_outage(p, high)
             ends = [e for e in (high, hint) if e is not None]
             if ends:
                 out[p] = self._position(p) >= max(ends)
@@ -479,10 +452,10 @@ class KafkaReader(SourceReader):
         positions = self._next_position + np.arange(n, dtype=np.int64)
         chunk, dead = self._decoder.decode(polled, positions)
         try:
-            self._dead_letter(polled, dead)
+            self._dead_letters.send(polled, dead)
         except Unreachable as e:
             self._undo(polled)
-            self._went_away(e.outage.reason)
+            self._watch.went_away(e.outage.reason)
             raise
         self._next_position += n
         assert chunk.partition is not None
@@ -501,33 +474,7 @@ class KafkaReader(SourceReader):
         offsets = np.asarray(polled.offset, dtype=np.int64)
         for p in np.unique(parts).tolist():
             self._consumer.seek(p, int(offsets[parts == p].min()))
-        if self._dead_writer is not None:
-            self._dead_writer.abandon()
-
-    def _dead_letter(self, polled: _Polled, dead: Sequence[DeadRecord]) -> None:
-        """Send malformed messages to the dead-letter topic and wait for the broker's
-        acknowledgement (`DeadRecord.record` is still the index in `polled`)."""
-        if not dead:
-            return
-        if self._dead_writer is None:
-            self._dead_writer = KafkaWriter(
-                self.servers, dead_letter_settings(self.client, self._settings),
-                error=SourceError, span=self._span,
-                role=f"dead-letter topic {self.dead_letter_topic}", client=self.client,
-            )  # fmt: skip
-            if self.flush_timeout is not None:
-                self._dead_writer.flush_timeout = self.flush_timeout
-        for d in dead:
-            i = d.record
-            headers = [
-                ("cq.reason", d.reason.encode("utf-8")),
-                ("cq.stream", self.stream.name.encode("utf-8")),
-                ("cq.source.topic", self.topic.encode("utf-8")),
-                ("cq.source.partition", str(polled.partition[i]).encode()),
-                ("cq.source.offset", str(polled.offset[i]).encode()),
-            ]
-            self._dead_writer.send(self.dead_letter_topic, polled.value[i], polled.key[i], headers)
-        self._dead_writer.flush()
+        self._dead_letters.abandon()
 
     # -- the worker's controls
 
@@ -643,10 +590,9 @@ class KafkaReader(SourceReader):
             return
         self._closed = True
         try:
-            if self._dead_writer is not None:
-                self._dead_writer.close()
+            self._dead_letters.close()
         finally:
-            self._probe.close()
+            self._watch.close()
             consumer = getattr(self, "_consumer", None)
             if consumer is not None:
                 consumer.close()

@@ -285,7 +285,7 @@ def _window_streams(rng, key_of, steps=30):
 def test_runs_and_lookups_give_the_same_elements(key_kind, seed, monkeypatch):
     """Many small runs, one run, with and without the sorted key index: the same elements in
     the same order, and the join of the two relations at every instant."""
-    import cq_service.engine.operators.join as join_mod
+    import cq_service.engine.operators.join_synopsis as synopsis
 
     key_of = (lambda v: [None, 0, 1, 2, 3][v]) if key_kind == "int" else (lambda v: [None, "p", "q", "r", "s"][v])
     kt = INT if key_kind == "int" else STR
@@ -293,10 +293,10 @@ def test_runs_and_lookups_give_the_same_elements(key_kind, seed, monkeypatch):
     left, right = _window_streams(np.random.default_rng(seed), key_of)
     results = []
     for ratio, indexed in [(0, True), (1e9, True), (0, False), (2, True)]:
-        monkeypatch.setattr(join_mod._Side, "MERGE_RATIO", ratio)
-        sorted_index = join_mod._sorted_index if indexed else (lambda keys: None)
+        monkeypatch.setattr(synopsis.JoinSide, "MERGE_RATIO", ratio)
+        sorted_index = synopsis._sorted_index if indexed else (lambda keys: None)
         with monkeypatch.context() as m:
-            m.setattr(join_mod, "_sorted_index", sorted_index)
+            m.setattr(synopsis, "_sorted_index", sorted_index)
             h = TwoInputs(join_op(), [lt, rt], lt + rt)
             most_runs = 0
             for t in range(30):
@@ -432,11 +432,11 @@ def test_a_join_over_a_join_holds_exactly_the_current_rows(seed, compact, monkey
     join's side cancels them as they come: after each step it holds exactly the rows of A ⋈ B
     (no retraction rows waiting for a consolidation), and the result is the three-way join.
     With compaction put off ("tombstones"), cancelled rows linger with weight 0: still exact."""
-    import cq_service.engine.operators.join as join_mod
+    import cq_service.engine.operators.join_synopsis as synopsis
 
     if compact == "tombstones":
-        monkeypatch.setattr(join_mod._Side, "COMPACT_ROWS", 0)
-        monkeypatch.setattr(join_mod._Side, "COMPACT_RATIO", 1)
+        monkeypatch.setattr(synopsis.JoinSide, "COMPACT_ROWS", 0)
+        monkeypatch.setattr(synopsis.JoinSide, "COMPACT_RATIO", 1)
     rng = np.random.default_rng(seed)
     steps = 40
     a = _window(rng, steps, 5, lambda v: "ab"[v])
@@ -487,10 +487,10 @@ def test_retractions_cancel_equal_rows_of_any_weight(seed):
     """A side fed deltas with weights other than ±1, equal rows stored several times, NULLs
     (keys included) and retractions of a delta's own insertions: its rows by weight are the
     relation, and no stored row is a retraction or cancelled."""
-    from cq_service.engine.operators.join import _Side
+    from cq_service.engine.operators.join_synopsis import JoinSide
 
     rng = np.random.default_rng(seed)
-    side, live = _Side(), Counter()
+    side, live = JoinSide(), Counter()
     for t in range(60):
         elems = []
         for _ in range(int(rng.integers(1, 7))):
@@ -511,6 +511,27 @@ def test_retractions_cancel_equal_rows_of_any_weight(seed):
         assert _side_rows(side) == live
         assert side._retractions == 0 and side.dead == 0
         assert len(side) == 0 or bool((side._contiguous()[2] > 0).all())
+
+
+def test_a_side_pickled_under_the_old_module_path_loads():
+    """Snapshots written before join_synopsis.py name `join._Side` and `join._Run`."""
+    import pickle
+
+    from cq_service.engine.operators.join_synopsis import JoinSide
+
+    side = JoinSide()
+    batch = B(LT, (1, (1, "a"), 1), (1, (2, "b"), 2), (2, (1, "a"), -1))
+    side.add(list(batch.columns), [batch.columns[0]], batch.w)
+    old = pickle.dumps(side, protocol=2)  # GLOBAL opcodes: module and name as text
+    new_mod = b"cq_service.engine.operators.join_synopsis\n"
+    old_mod = b"cq_service.engine.operators.join\n"
+    for name, was in ((b"JoinSide", b"_Side"), (b"Run", b"_Run")):
+        assert new_mod + name + b"\n" in old
+        old = old.replace(new_mod + name + b"\n", old_mod + was + b"\n")
+    assert new_mod not in old
+    again = pickle.loads(old)
+    assert type(again) is JoinSide
+    assert _side_rows(again) == _side_rows(side) == Counter({(2, "b"): 2})
 
 
 def test_row_hashes_are_equal_for_equal_rows():

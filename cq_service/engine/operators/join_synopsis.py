@@ -1,0 +1,599 @@
+"""A join input's synopsis: its current multiset (rows with net weights) kept as runs of rows,
+with the indexes that find a delta's matches and retractions without a pass over it. The
+symmetric hash join (join.py) keeps one `JoinSide` per input.
+
+A synopsis may be far larger than the deltas (a few auctions closing against ten minutes of
+bids), so no lookup costs a pass over it: the rows are kept as a few runs (appended as deltas
+arrive, merged as they pile up, dropped from the front as a window expires its oldest rows),
+and each run keeps its rows sorted by key when the key is one integer column. A delta's keys
+are looked up in the runs (binary search, or a hash filter for other key types) and only the
+matching rows are read.
+
+A side holds its input's current relation after every step. A window's retractions are of its
+oldest rows: they are dropped from the front (engine/fifo.py). Any other input's retractions
+(a join's, an aggregate's, a partitioned window's) are found by the hash of the whole row (each
+run then keeps its rows' hashes sorted) and cancel the stored rows they retract, or the
+insertions of their own delta, such as the pairs of ΔL ⋈ ΔR that cancel within a step: a
+cancelled row's weight becomes 0, and its run is compacted at once when that copies few rows,
+else once the dead rows are a small part of it.
+
+`JoinSide` and `Run` are pickled in state snapshots (join.py keeps their old names).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cq_service.engine.fifo import oldest_retracted
+from cq_service.engine.retract import allocate, row_hash, same_rows
+
+__all__ = ["JoinSide", "Run", "match_keys"]
+
+_NO_PAIRS = (np.empty(0, np.int64), np.empty(0, np.int64))
+
+
+def _int_key(keys: list[pa.Array]) -> tuple[np.ndarray, np.ndarray] | None:
+    """(values as int64, positions of the non-NULL ones) when the key is one integer column
+    whose values fit an int64; None otherwise."""
+    if len(keys) != 1:
+        return None
+    k = keys[0]
+    t = k.type
+    if not pa.types.is_integer(t) or t == pa.uint64():
+        return None
+    if not k.null_count:
+        return k.to_numpy().astype(np.int64, copy=False), np.arange(len(k))
+    valid = np.flatnonzero(np.asarray(k.is_valid()))
+    values = np.asarray(pc.cast(k.fill_null(0), pa.int64()))
+    return values, valid
+
+
+def _expand(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For ranges [lo[q], hi[q]): (q repeated once per member, the members)."""
+    counts = hi - lo
+    total = int(counts.sum())
+    if total == 0:
+        return _NO_PAIRS
+    q = np.repeat(np.arange(len(lo)), counts)
+    starts = np.cumsum(counts) - counts
+    return q, lo[q] + (np.arange(total) - starts[q])
+
+
+def _sorted_index(keys: list[pa.Array]) -> tuple[np.ndarray, np.ndarray] | None:
+    """The non-NULL keys sorted, with their row positions, when the key is one integer column."""
+    ik = _int_key(keys)
+    if ik is None:
+        return None
+    values, valid = ik
+    order = np.argsort(values[valid], kind="stable")
+    return values[valid][order], valid[order].astype(np.int64)
+
+
+class Run:
+    """Rows [lo, lo + n) of a synopsis (ids count every row ever appended to it), and when the
+    key is one integer column its non-NULL keys sorted, with their row offsets in the run.
+    `dead` rows have weight 0 (cancelled, not yet compacted away); `owned` says whether `w` is
+    the run's own array (else it may be a delta's, and is copied before it is written);
+    `hashes`, kept for a side whose retractions are looked up, is each row's hash (of all its
+    values) sorted, with the row offsets."""
+
+    __slots__ = ("columns", "dead", "hashes", "index", "keys", "lo", "owned", "w")
+
+    def __init__(
+        self,
+        lo: int,
+        columns: list[pa.Array],
+        keys: list[pa.Array],
+        w: np.ndarray,
+        hashes: np.ndarray | None = None,
+    ):
+        self.lo = lo
+        self.columns = columns
+        self.keys = keys
+        self.w = w
+        self.index = _sorted_index(keys)
+        self.hashes = None if hashes is None else _hash_index(hashes)
+        self.dead = int((w == 0).sum())
+        self.owned = False
+
+    def __len__(self) -> int:
+        return len(self.w)
+
+    def nbytes(self) -> int:
+        n = sum(c.nbytes for c in self.columns) + sum(k.nbytes for k in self.keys) + self.w.nbytes
+        for index in (self.index, self.hashes):
+            n += 0 if index is None else index[0].nbytes + index[1].nbytes
+        return n
+
+    def hash_index(self) -> Index:
+        if self.hashes is None:
+            self.hashes = _hash_index(row_hash(self.columns))
+        return self.hashes
+
+    def tail(self, start: int) -> Run:
+        """The run without its first `start` rows (a copy of the indexes, none of the data)."""
+        cut = Run.__new__(Run)
+        cut.lo = self.lo + start
+        cut.columns = [c.slice(start) for c in self.columns]
+        cut.keys = [k.slice(start) for k in self.keys]
+        cut.w = self.w[start:]
+        cut.dead = int((cut.w == 0).sum()) if self.dead else 0
+        cut.owned = False
+        cut.index = _index_from(self.index, start)
+        cut.hashes = _index_from(self.hashes, start)
+        return cut
+
+    @staticmethod
+    def merge(a: Run, b: Run) -> Run:
+        """Two adjacent runs (a just before b) as one."""
+        m = Run.__new__(Run)
+        m.lo = a.lo
+        m.columns = [pa.concat_arrays([x, y]) for x, y in zip(a.columns, b.columns)]
+        m.keys = [pa.concat_arrays([x, y]) for x, y in zip(a.keys, b.keys)]
+        m.w = np.concatenate([a.w, b.w])
+        m.dead = a.dead + b.dead
+        m.owned = True
+        m.hashes = _index_merge(a.hashes, b.hashes, len(a))
+        m.index = _index_merge(a.index, b.index, len(a))
+        if m.index is None:
+            m.index = _sorted_index(m.keys)
+        return m
+
+    def reweight(self, idx: np.ndarray, new: np.ndarray) -> int:
+        """Set the weights of the rows at offsets `idx`; returns the change in the number of
+        rows whose weight is not 1."""
+        if not self.owned:
+            self.w = self.w.copy()
+            self.owned = True
+        old = self.w[idx]
+        self.w[idx] = new
+        self.dead += int((new == 0).sum()) - int((old == 0).sum())
+        return int((new != 1).sum()) - int((old != 1).sum())
+
+    def compacted(self, start: int) -> Run:
+        """The run from offset `start` on without its dead rows."""
+        r = self.tail(start) if start else self
+        keep = r.w != 0
+        cols = r.columns + r.keys
+        kept = pa.RecordBatch.from_arrays(cols, names=[str(i) for i in range(len(cols))])
+        kept = kept.filter(pa.array(keep)).columns
+        m = Run.__new__(Run)
+        m.lo = r.lo
+        m.columns, m.keys = kept[: len(r.columns)], kept[len(r.columns) :]
+        m.w = r.w[keep]
+        m.dead = 0
+        m.owned = True
+        m.index = _index_kept(r.index, keep)
+        m.hashes = _index_kept(r.hashes, keep)
+        return m
+
+
+Index = tuple[np.ndarray, np.ndarray]  # values sorted, and the offsets of their rows
+
+
+def _index_from(index: Index | None, start: int) -> Index | None:
+    """The index of a run's rows from offset `start` on."""
+    if index is None:
+        return None
+    values, pos = index
+    keep = pos >= start
+    return values[keep], pos[keep] - start
+
+
+def _index_merge(a: Index | None, b: Index | None, len_a: int) -> Index | None:
+    """The index of two adjacent runs' rows (b's offsets follow a's `len_a` rows)."""
+    if a is None or b is None:
+        return None
+    values = np.concatenate([a[0], b[0]])
+    pos = np.concatenate([a[1], b[1] + len_a])
+    order = np.argsort(values, kind="stable")  # two sorted runs: a linear merge
+    return values[order], pos[order]
+
+
+def _index_kept(index: Index | None, keep: np.ndarray) -> Index | None:
+    """The index of a run's rows where `keep`, renumbered."""
+    if index is None:
+        return None
+    values, pos = index
+    live = keep[pos]
+    moved = np.cumsum(keep) - 1  # each kept row's offset among the kept
+    return values[live], moved[pos[live]]
+
+
+class JoinSide:
+    """One input's current multiset: data columns, key columns, net weights, as runs of rows.
+
+    The logical row order (what positions refer to) is the order rows were appended, less the
+    rows expired from the front; consolidation reorders it."""
+
+    # A new run is merged into the one before it while that one is at most this many times
+    # larger, so the run sizes shrink geometrically from the oldest to the newest: few runs,
+    # and each row is copied a logarithmic number of times.
+    MERGE_RATIO = 4
+    # A run with cancelled (dead) rows is compacted when that copies at most this many rows,
+    # plus COMPACT_RATIO per dead row: small runs at once, so the side holds exactly its
+    # input's current rows; a large run once its dead rows are about 1/COMPACT_RATIO of it.
+    COMPACT_ROWS = 4_096
+    COMPACT_RATIO = 32
+
+    def __init__(self) -> None:
+        self._runs: list[Run] = []
+        self._head = 0  # id of the first live row; rows of the first run before it are expired
+        self._end = 0  # id after the last row
+        self._nonunit = 0  # live rows whose weight is not 1 (dead rows included)
+        self._retractions = 0  # retractions kept as rows since the last consolidation
+        # Failed tries of the FIFO path in a row, and deltas with retractions to skip it for.
+        self._fifo_misses = self._fifo_skip = 0
+        self._hashed = False  # retractions are looked up by row hash (runs keep `hashes`)
+
+    def __len__(self) -> int:
+        return self._end - self._head
+
+    def nbytes(self) -> int:
+        return sum(r.nbytes() for r in self._runs)
+
+    @property
+    def dead(self) -> int:
+        """Rows of weight 0 not yet compacted away."""
+        return sum(r.dead for r in self._runs)
+
+    def net_rows(self) -> int:
+        """The input's current rows, each counted by its net weight."""
+        return int(sum(r.w[start:].sum() for r, start, _ in self._live_runs()))
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def _live_runs(self) -> list[tuple[Run, int, int]]:
+        """(run, first live offset in it, logical position of its first live row)."""
+        out = []
+        for r in self._runs:
+            start = max(0, self._head - r.lo)
+            if start < len(r):
+                out.append((r, start, r.lo + start - self._head))
+        return out
+
+    def lookup(self, probe: list[pa.Array]) -> tuple[np.ndarray, np.ndarray]:
+        """Pairs (q, j): probe row q's key equals the key of the synopsis row at position j
+        (NULLs never match; dead rows are skipped), in no particular order."""
+        if not probe or len(probe[0]) == 0 or len(self) == 0:
+            return _NO_PAIRS
+        runs = self._live_runs()
+        pk = _int_key(probe) if all(r.index is not None for r, _, _ in runs) else None
+        qs, js = [], []
+        for r, start, base in runs:
+            if pk is not None:
+                q, j = self._search(r, pk)
+            else:
+                q, j = self._filter_join(r, start, probe)
+            keep = j >= start
+            if r.dead:
+                keep &= r.w[j] != 0
+            qs.append(q[keep])
+            js.append(j[keep] - start + base)
+        if not qs:
+            return _NO_PAIRS
+        return np.concatenate(qs), np.concatenate(js)
+
+    @staticmethod
+    def _search(r: Run, pk: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        assert r.index is not None
+        values, pos = r.index
+        pvals, pvalid = pk
+        v = pvals[pvalid]
+        lo = np.searchsorted(values, v, side="left")
+        hi = np.searchsorted(values, v, side="right")
+        q, k = _expand(lo, hi)
+        return pvalid[q], pos[k]
+
+    @staticmethod
+    def _filter_join(r: Run, start: int, probe: list[pa.Array]) -> tuple[np.ndarray, np.ndarray]:
+        """Keys that are not one integer column: keep the run's rows whose every key part is
+        among the probe's (a hash filter), then hash-join the few that remain."""
+        keys = [k.slice(start) for k in r.keys]
+        mask = None
+        for k, p in zip(keys, probe):
+            m = pc.is_in(k, value_set=pc.unique(p))
+            mask = m if mask is None else pc.and_(mask, m)
+        cand = np.flatnonzero(np.asarray(mask.fill_null(False)))  # type: ignore[union-attr]
+        if len(cand) == 0:
+            return _NO_PAIRS
+        ci = pa.array(cand)
+        q, j = match_keys(probe, [k.take(ci) for k in keys])
+        return q, cand[j] + start
+
+    def take(self, positions: np.ndarray) -> tuple[list[pa.Array], np.ndarray]:
+        """The data columns and weights of the rows at `positions`."""
+        runs = self._live_runs()
+        if len(runs) == 1 or len(positions) == 0:
+            r, start, _ = runs[0]
+            idx = positions + start
+            pidx = pa.array(idx)
+            return [c.take(pidx) for c in r.columns], r.w[idx]
+        order = np.argsort(positions, kind="stable")
+        sp = positions[order]
+        bases = np.array([b for _, _, b in runs])
+        cuts = np.searchsorted(sp, bases[1:], side="left")
+        bounds = [0, *cuts.tolist(), len(sp)]
+        cols: list[list[pa.Array]] = [[] for _ in runs[0][0].columns]
+        ws = []
+        for (r, start, base), a, b in zip(runs, bounds[:-1], bounds[1:]):
+            if a == b:
+                continue
+            idx = sp[a:b] - base + start
+            pidx = pa.array(idx)
+            for out, c in zip(cols, r.columns):
+                out.append(c.take(pidx))
+            ws.append(r.w[idx])
+        back = np.argsort(order, kind="stable")  # from sorted positions back to the asked order
+        pback = pa.array(back)
+        return [pa.concat_arrays(c).take(pback) for c in cols], np.concatenate(ws)[back]
+
+    def _contiguous(self) -> tuple[list[pa.Array], list[pa.Array], np.ndarray]:
+        """Every live row as single arrays (columns, keys, weights)."""
+        runs = [r.tail(start) if start else r for r, start, _ in self._live_runs()]
+        if len(runs) == 1:
+            r = runs[0]
+            return r.columns, r.keys, r.w
+        merged = runs[0]
+        for r in runs[1:]:
+            merged = Run.merge(merged, r)
+        return merged.columns, merged.keys, merged.w
+
+    # -- writing --------------------------------------------------------------------------------
+
+    def add(self, cols: list[pa.Array], keys: list[pa.Array], w: np.ndarray) -> None:
+        minus = w < 0
+        if not minus.any():
+            self._append(list(cols), list(keys), w)
+            return
+        if self._expire_oldest(cols, keys, w):
+            return
+        # Other retractions cancel the rows they retract, stored before or in this delta.
+        self._hashed = True
+        n0 = len(self)
+        hashes = row_hash(cols)
+        self._append(list(cols), list(keys), w, hashes)
+        mi = np.flatnonzero(minus)
+        pending = self._cancel(cols, mi, w[mi], hashes[mi], n0)
+        if not pending:
+            return
+        # Retractions of no stored row (a NaN is not equal to itself; a type Arrow cannot
+        # compare) stay rows of negative weight (joins stay exact) until a consolidation, which
+        # costs a pass over the synopsis and so waits until they are a good part of it.
+        self._retractions += pending
+        if self._retractions * 4 >= len(self):
+            self._consolidate()
+            self._retractions = 0
+
+    def _cancel(
+        self, cols: list[pa.Array], mi: np.ndarray, mw: np.ndarray, mh: np.ndarray, n0: int
+    ) -> int:
+        """The retractions of a delta just appended at position `n0` (its rows `mi`, weights
+        `mw`, row hashes `mh`) subtract their weight from the stored rows equal to them (the
+        delta's own insertions included): both become dead rows when they cancel in full. Rows
+        are found by the hash of all their values (each run's `hashes`), then compared. Returns
+        how many retractions are left with some weight.
+
+        Equal rows form classes (every retraction of a class matches every stored row of it):
+        a class's stored weight is taken in position order until its retractions' total is
+        met, and that total is shared among its retractions in order."""
+        qs, js, ws = [], [], []
+        for r, start, base in self._live_runs():
+            values, pos = r.hash_index()
+            lo = np.searchsorted(values, mh, side="left")
+            hi = np.searchsorted(values, mh, side="right")
+            q, k = _expand(lo, hi)
+            off = pos[k]
+            sw = r.w[off]
+            live = (off >= start) & (sw > 0)  # not expired, dead, or another retraction
+            q, off, sw = q[live], off[live], sw[live]
+            if not len(q):
+                continue
+            same = same_rows(cols, mi[q], r.columns, off)
+            if same is None:
+                return len(mi)
+            qs.append(q[same])
+            js.append(off[same] - start + base)
+            ws.append(sw[same])
+        if not qs:
+            return len(mi)
+        q, j, sw = np.concatenate(qs), np.concatenate(js), np.concatenate(ws)
+        rest = mw.copy()
+        ju, jinv = np.unique(j, return_inverse=True)
+        qu = np.unique(q)
+        if len(ju) == len(j) and len(qu) == len(q):  # each retraction meets one stored row
+            taken_j = np.minimum(sw, -mw[q])
+            rest[q] += taken_j
+            ju, avail = j, sw
+        else:
+            n = len(mw)
+            cls_j = np.full(len(ju), n)
+            np.minimum.at(cls_j, jinv, q)  # a class is named by its first retraction
+            avail = np.zeros(len(ju), np.int64)
+            avail[jinv] = sw
+            qinv = np.searchsorted(qu, q)
+            cls_q = np.full(len(qu), n)
+            np.minimum.at(cls_q, qinv, cls_j[jinv])
+            need = -mw[qu]
+            wanted = np.zeros(n, np.int64)
+            np.add.at(wanted, cls_q, need)
+            taken_j = allocate(cls_j, avail, wanted)
+            taken = np.zeros(n, np.int64)
+            np.add.at(taken, cls_j, taken_j)
+            rest[qu] += allocate(cls_q, need, taken)
+        hit = taken_j > 0
+        changed = rest != mw
+        self._reweight(
+            np.concatenate([ju[hit], n0 + mi[changed]]),
+            np.concatenate([(avail - taken_j)[hit], rest[changed]]),
+        )
+        return int(np.count_nonzero(rest))
+
+    def _by_run(
+        self, positions: np.ndarray
+    ) -> tuple[np.ndarray, list[tuple[Run, np.ndarray, slice]]]:
+        """The order that sorts `positions`, and for each run holding some of them: the run,
+        their offsets in it, and where they are among the sorted positions."""
+        runs = self._live_runs()
+        order = np.argsort(positions, kind="stable")
+        sp = positions[order]
+        bases = np.array([b for _, _, b in runs])
+        cuts = np.searchsorted(sp, bases[1:], side="left")
+        bounds = [0, *cuts.tolist(), len(sp)]
+        parts = [
+            (r, sp[a:b] - base + start, slice(a, b))
+            for (r, start, base), a, b in zip(runs, bounds[:-1], bounds[1:])
+            if a < b
+        ]
+        return order, parts
+
+    def _reweight(self, positions: np.ndarray, new: np.ndarray) -> None:
+        """Set the weights of the rows at `positions`, then compact the runs that hold dead
+        rows where that is cheap (COMPACT_ROWS, COMPACT_RATIO)."""
+        order, parts = self._by_run(positions)
+        new = new[order]
+        for r, idx, at in parts:
+            self._nonunit += r.reweight(idx, new[at])
+        compact = [
+            r.dead > 0 and len(r) <= self.COMPACT_RATIO * r.dead + self.COMPACT_ROWS
+            for r in self._runs
+        ]
+        if not any(compact):
+            return
+        runs_out = []
+        for i, (r, c) in enumerate(zip(self._runs, compact)):
+            if c:
+                self._nonunit -= r.dead
+                r = r.compacted(max(0, self._head - r.lo) if i == 0 else 0)
+            if len(r):
+                runs_out.append(r)
+        # Renumber: ids stay contiguous (the first run may still begin with expired rows).
+        if not runs_out:
+            self._runs, self._head, self._end = [], 0, 0
+            return
+        if runs_out[0] is not self._runs[0]:  # the first run was compacted, or is gone
+            self._head = runs_out[0].lo
+        for prev, r in itertools.pairwise(runs_out):
+            r.lo = prev.lo + len(prev)
+        self._runs = runs_out
+        self._end = runs_out[-1].lo + len(runs_out[-1])
+
+    def _append(
+        self,
+        cols: list[pa.Array],
+        keys: list[pa.Array],
+        w: np.ndarray,
+        hashes: np.ndarray | None = None,
+    ) -> None:
+        if len(w) == 0:
+            return
+        self._nonunit += int((w != 1).sum())
+        if self._hashed and hashes is None:
+            hashes = row_hash(cols)
+        run = Run(self._end, cols, keys, w, hashes)
+        self._end += len(w)
+        while self._runs:
+            prev = self._runs[-1]
+            start = max(0, self._head - prev.lo)
+            if len(prev) - start > self.MERGE_RATIO * len(run):
+                break
+            self._runs.pop()
+            run = Run.merge(prev.tail(start) if start else prev, run)
+        self._runs.append(run)
+
+    def _expire(self, k: int) -> None:
+        """Drop the first k live rows."""
+        self._head += k
+        while self._runs and self._runs[0].lo + len(self._runs[0]) <= self._head:
+            self._runs.pop(0)
+        if self._runs:
+            first = self._runs[0]
+            start = self._head - first.lo
+            if start * 2 > len(first):  # mostly expired: stop searching the expired rows' keys
+                self._runs[0] = first.tail(start)
+
+    def _head_columns(self, k: int) -> list[pa.Array]:
+        """The data columns of the first k live rows (k ≤ len(self))."""
+        parts: list[list[pa.Array]] = []
+        for r, start, _ in self._live_runs():
+            if k <= 0:
+                break
+            n = min(k, len(r) - start)
+            parts.append([c.slice(start, n) for c in r.columns])
+            k -= n
+        return [pa.concat_arrays(list(p)) for p in zip(*parts)]
+
+    def _expire_oldest(self, cols: list[pa.Array], keys: list[pa.Array], w: np.ndarray) -> bool:
+        """The common case of a window's input: insertions, and retractions of the oldest rows
+        in insertion order. Then the synopsis is a FIFO: drop the retracted rows from its
+        front, no pass over it needed. Returns False (nothing done) in any other case."""
+        if self._retractions or self._nonunit:
+            return False
+        if self._fifo_skip:  # the last tries failed: another input's retractions, most likely
+            self._fifo_skip -= 1
+            return False
+        found = oldest_retracted(cols, w, len(self), self._head_columns)
+        if found is None:
+            self._fifo_misses = min(self._fifo_misses + 1, 6)
+            self._fifo_skip = (1 << self._fifo_misses) - 1
+            return False
+        self._fifo_misses = 0
+        new, pi, k = found
+        self._append(new, [x.take(pi) for x in keys], np.ones(len(pi), np.int64))
+        self._expire(k)
+        return True
+
+    def _consolidate(self) -> None:
+        """Net weight per distinct row; rows whose weight is zero leave the synopsis."""
+        columns, keys, weights = self._contiguous()
+        names = [f"c{i}" for i in range(len(columns))]
+        knames = [f"k{i}" for i in range(len(keys))]
+        t = pa.table(
+            {
+                **dict(zip(names, columns)),
+                **dict(zip(knames, keys)),
+                "__w": weights,
+                "__p": np.arange(len(weights)),
+            }
+        )
+        g = t.group_by(names + knames, use_threads=False).aggregate(
+            [("__w", "sum"), ("__p", "min")]
+        )
+        w = g.column("__w_sum").to_numpy()
+        keep = w != 0
+        # In order of first arrival, so that later retractions of the oldest rows find them
+        # at the front again (the FIFO path of `_expire_oldest`).
+        idx = np.flatnonzero(keep)
+        idx = idx[np.argsort(g.column("__p_min").to_numpy()[idx], kind="stable")]
+        pidx = pa.array(idx)
+        self._runs, self._head, self._end = [], 0, 0
+        self._append(
+            [g.column(n).take(pidx).combine_chunks() for n in names],
+            [g.column(n).take(pidx).combine_chunks() for n in knames],
+            w[idx].astype(np.int64),
+        )
+        self._nonunit = int((w[idx] != 1).sum())
+
+
+def _hash_index(h: np.ndarray) -> Index:
+    order = np.argsort(h, kind="stable")
+    return h[order], order
+
+
+def match_keys(a_keys: list[pa.Array], b_keys: list[pa.Array]) -> tuple[np.ndarray, np.ndarray]:
+    """Index pairs (i, j) with a_keys[i] = b_keys[j] (NULLs never match), sorted."""
+    na, nb = len(a_keys[0]) if a_keys else 0, len(b_keys[0]) if b_keys else 0
+    if na == 0 or nb == 0:
+        return _NO_PAIRS
+    knames = [f"k{i}" for i in range(len(a_keys))]
+    a = pa.table({**dict(zip(knames, a_keys)), "__i": pa.array(np.arange(na))})
+    b = pa.table({**dict(zip(knames, b_keys)), "__j": pa.array(np.arange(nb))})
+    j = a.join(b, keys=knames, join_type="inner", use_threads=False)
+    i_idx = j.column("__i").to_numpy().astype(np.int64)
+    j_idx = j.column("__j").to_numpy().astype(np.int64)
+    order = np.lexsort((j_idx, i_idx))  # hash-join order is arbitrary; make it reproducible
+    return i_idx[order], j_idx[order]
