@@ -39,6 +39,7 @@ from cq_service.engine.operators.segments import (
     Extremes,
     Linear,
     Segments,
+    Values,
     starts_from_lengths,
 )
 from cq_service.types import DataType, arrow_type
@@ -67,9 +68,11 @@ class GroupTable:
         self.rows = np.zeros(cap, dtype=np.int64)
         self.count = np.zeros((len(calls), cap), dtype=np.int64)
         self.total = np.zeros((len(calls), cap), dtype=np.int64)
-        # MIN/MAX: call index -> its values (`count` keeps their number per group)
+        # MIN/MAX and DISTINCT: call index -> its values (`count` keeps their number per
+        # group: with multiplicity for MIN/MAX, distinct ones for DISTINCT, and `total` the
+        # sum of the distinct ones)
         self.multisets = {j: Multiset(c.fn == "max") for j, c in enumerate(calls)
-                          if c.fn in ("min", "max")}
+                          if c.fn in ("min", "max") or c.distinct}
 
     def __setstate__(self, state: tuple) -> None:
         """A state pickled before MIN/MAX were kept here has no multisets."""
@@ -83,11 +86,17 @@ class GroupTable:
     def fits(keys: tuple[BExpr, ...], calls: tuple[AggCall, ...]) -> bool:
         """Whether an aggregate with these keys and calls can keep its groups here."""
         return bool(keys) and all(k.type in _KEY_TYPES for k in keys) and all(
-            (not c.distinct and (
-                c.fn == "count" or (c.fn in ("sum", "avg") and c.arg.type == DataType.INT)))  # type: ignore[union-attr]
+            (c.fn == "count" and (not c.distinct or c.arg.type in _EXTREME_TYPES))  # type: ignore[union-attr]
+            or (c.fn in ("sum", "avg") and c.arg.type == DataType.INT)  # type: ignore[union-attr]
             or (c.fn in ("min", "max") and c.arg.type in _EXTREME_TYPES)  # type: ignore[union-attr]
             for c in calls
         )
+
+    def _kind(self, j: int) -> type:
+        """The deltas call j's batches come in."""
+        if j not in self.multisets:
+            return Linear
+        return Extremes if self.fns[j] in ("min", "max") else Values
 
     def __len__(self) -> int:
         return len(self.index)
@@ -101,8 +110,7 @@ class GroupTable:
         ticks: np.ndarray,
     ) -> Batch | None:
         """Apply one batch; its output, or None (state untouched) when it cannot be exact."""
-        if not all(isinstance(d, Extremes if j in self.multisets else Linear)
-                   for j, d in enumerate(deltas)):
+        if not all(isinstance(d, self._kind(j)) for j, d in enumerate(deltas)):
             return None
         G = seg.groups
         found = self.index.lookup(seg)
@@ -142,9 +150,18 @@ class GroupTable:
             return None
         zero = rows == 0
         vals: list[tuple] = []  # per call: (count, total or None) after and before each segment
-        plans: dict[int, Plan] = {}  # per MIN/MAX call: its extremes and new multiplicities
+        plans: dict[int, Plan] = {}  # per multiset: its new multiplicities (MIN/MAX: extremes)
         for j, d in enumerate(deltas):
-            dc = d.dcount if isinstance(d, Extremes) else d.counts  # type: ignore[attr-defined]
+            if isinstance(d, Values):  # DISTINCT: the changes in distinct values and their sum
+                got = self.multisets[j].distinct(seg, d, slot, perm, lengths, gstart,
+                                                 self.fns[j] != "count")
+                if got is None:
+                    return None
+                plans[j], dc, ds = got
+            elif isinstance(d, Extremes):
+                dc, ds = d.dcount, None
+            else:
+                dc, ds = d.counts, d.sums  # type: ignore[attr-defined]
             c, c_before = cum(dc, init(self.count[j]))
             if (c < 0).any() or (c[zero] != 0).any():
                 return None
@@ -156,11 +173,11 @@ class GroupTable:
                 vals.append((c, None, c_before, None))
                 continue
             t = t_before = None
-            if d.sums is not None:  # type: ignore[attr-defined]
+            if ds is not None:
                 t0 = init(self.total[j])
                 if (np.abs(t0) >= 2**62).any():
                     return None
-                t, t_before = cum(d.sums, t0)  # type: ignore[attr-defined]
+                t, t_before = cum(ds, t0)
                 if (t[zero] != 0).any():
                     return None
             vals.append((c, t, c_before, t_before))
@@ -174,7 +191,7 @@ class GroupTable:
                 changed |= both & (c != cb)
                 continue
             null, null_b = c == 0, cb == 0
-            if j in plans:
+            if fn in ("min", "max"):
                 a, b = plans[j].after, plans[j].before
             elif fn == "sum":
                 a, b = t, tb
@@ -241,7 +258,10 @@ class GroupTable:
         out: dict[tuple, Group] = {}
         items = self.index.items()
         slots = np.array([s for _, s in items], dtype=np.int64)
-        extremes = {j: ms.extremes(slots, self.count[j, slots]) for j, ms in self.multisets.items()}
+        extremes = {j: ms.extremes(slots, self.count[j, slots])
+                    for j, ms in self.multisets.items() if self.fns[j] in ("min", "max")}
+        distinct = {j: ms.counters(slots)
+                    for j, ms in self.multisets.items() if j not in extremes}
         for i, (key, s) in enumerate(items):
             g = out[key] = Group(makers)
             g.rows = int(self.rows[s])
@@ -249,6 +269,8 @@ class GroupTable:
                 if j in extremes:
                     g.accs[j] = extremes[j][i]
                     continue
+                if j in distinct:
+                    acc.multiset = distinct[j][i]  # type: ignore[union-attr]
                 acc.count = int(self.count[j, s])  # type: ignore[union-attr]
                 if self.fns[j] != "count":
                     acc.total = int(self.total[j, s])  # type: ignore[union-attr]
