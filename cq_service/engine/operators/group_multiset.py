@@ -1,20 +1,27 @@
-"""MIN and MAX of ints and timestamps for `GroupTable`: every group's values as one multiset in columns.
+"""MIN, MAX and DISTINCT for `GroupTable`: every group's values as one multiset in columns.
 
-`Multiset` keeps, for one MIN/MAX call, the (slot, value, multiplicity) of every live group's
-distinct non-NULL values in three numpy arrays sorted by (slot, value): a group's values are
-one run, its MIN the first of the run and its MAX the last, so reading an extreme never
-rescans. A batch is applied in two steps, so that `GroupTable.apply` can still decline it with
-the state untouched: `plan` computes the extreme after every segment (group-major order) and
-the new multiplicities, `commit` merges them into the arrays (one `np.insert` and one mask).
+`Multiset` keeps, for one MIN/MAX or DISTINCT call, the (slot, value, multiplicity) of every
+live group's distinct non-NULL values in three numpy arrays sorted by (slot, value): a group's
+values are one run, its MIN the first of the run and its MAX the last, so reading an extreme
+never rescans. A batch is applied in two steps, so that `GroupTable.apply` can still decline it
+with the state untouched: `plan` (MIN/MAX) or `distinct` computes the results' changes and the
+new multiplicities, `commit` merges them into the arrays (one `np.insert` and one mask). Both
+start from the batch's changes per (group, value, segment), each value found in the state by a
+binary search, and the multiplicity after each change.
 
-Within a batch a group's touched values are present over intervals of its segments (from the
-segment that makes a multiplicity positive to the one that makes it zero). The extreme after a
-segment is the best of: the group's best untouched value (the first or last of its run not
-touched by the batch: found from the run's ends in O(touched)), the values present over all its
-segments, the running best of the values present to the end (a segmented accumulate from where
-each starts), the same backwards for values present from the start, and, for values inserted
-and deleted within the batch, their intervals expanded segment by segment. Values are compared
-by their ranks among the batch's candidates, so one accumulate handles all groups.
+For COUNT/SUM/AVG(DISTINCT) a change that takes a multiplicity from zero adds the value to the
+group's distinct ones, one that takes it to zero removes it: per segment the change in their
+number and sum, which the table accumulates as it does COUNT and SUM.
+
+For MIN/MAX, within a batch a group's touched values are present over intervals of its segments
+(from the segment that makes a multiplicity positive to the one that makes it zero). The
+extreme after a segment is the best of: the group's best untouched value (the first or last of
+its run not touched by the batch: found from the run's ends in O(touched)), the values present
+over all its segments, the running best of the values present to the end (a segmented
+accumulate from where each starts), the same backwards for values present from the start, and,
+for values inserted and deleted within the batch, their intervals expanded segment by segment.
+Values are compared by their ranks among the batch's candidates, so one accumulate handles all
+groups.
 
 Work per batch is proportional to the batch (and a binary search per touched value), plus the
 copy of the arrays in `commit`. Floats are not taken: the general path's NaN and ±0.0 rules.

@@ -1,27 +1,32 @@
-"""Grouped COUNT, SUM and AVG of ints and MIN and MAX of ints and timestamps, kept in columns:
-the fast state of many groups.
+"""Grouped COUNT, SUM and AVG of ints, MIN and MAX of ints and timestamps, and COUNT(DISTINCT)
+of ints and timestamps and SUM/AVG(DISTINCT) of ints, kept in columns: the fast state of many
+groups.
 
 `GroupTable` holds, for every live group, its row multiplicity and per aggregate its count of
 non-NULL values and its int total, in numpy arrays indexed by a slot; each MIN/MAX (DISTINCT or
-not) also keeps its groups' values as one sorted multiset of (slot, value) (`Multiset`,
-group_multiset.py). One int key is found in a numpy hash table (no Python object per key);
-other keys in a dict from the key tuple to its slot (group_index.py). A batch (cut into
-(instant, group) segments with its per-segment deltas,
-segments.py) is applied with array operations only: running counts and totals per segment in
-group-major order, the old and new result of each segment compared as arrays, the changed ones
-emitted as one Arrow batch in segment order (− old before + new, as the operator's general path
-emits them). Python work per batch, with keys other than one int, is one dict look-up per group
-the batch touches and one dict update per group that appears or disappears.
+not) and each DISTINCT call also keeps its groups' values with their multiplicities as one
+sorted multiset of (slot, value) (`Multiset`, group_multiset.py). For a DISTINCT call the count
+is the number of distinct values and the total their sum: a batch changes them where a value's
+multiplicity leaves zero or drops to it. One int key is found in a numpy hash table (no Python
+object per key); other keys in a dict from the key tuple to its slot (group_index.py). A batch
+(cut into (instant, group) segments with its per-segment deltas, segments.py) is applied with
+array operations only: running counts and totals per segment in group-major order, the old and
+new result of each segment compared as arrays, the changed ones emitted as one Arrow batch in
+segment order (− old before + new, as the operator's general path emits them). Python work per
+batch, with keys other than one int, is one dict look-up per group the batch touches and one
+dict update per group that appears or disappears.
 
 It gives exactly the general path's results, and declines a batch (`apply` returns None, the
 state untouched) whenever it could not: a delta that is not linear (an int sum that could
-overflow int64 in the batch), a total that could, rows or counts going negative, a group whose
-rows reach zero while a count or total does not, keys that are distinct in Arrow and equal in
-Python, or a MIN/MAX batch its multiset declines (a multiplicity going negative, or values
-inserted and deleted within the batch spanning too many segments). Not kept here: float keys,
-float SUM/AVG (the general path sums floats with Neumaier compensation in the order of the
-deltas), MIN/MAX of floats (its NaN and 0.0/-0.0 rules), strings and booleans, and COUNT/SUM/AVG
-DISTINCT. The operator then moves the groups into its general state (`groups`) for good.
+overflow int64 in the batch, or a sum of distinct values that could leave ±2**62), a total that
+could, rows or counts going negative, a group whose rows reach zero while a count or total does
+not, keys that are distinct in Arrow and equal in Python, or a batch a multiset declines (a
+multiplicity going negative; for MIN/MAX also values inserted and deleted within the batch
+spanning too many segments). Not kept here: float keys, float SUM/AVG (the general path sums
+floats with Neumaier compensation in the order of the deltas), MIN/MAX of floats (its NaN and
+0.0/-0.0 rules), strings and booleans (also under DISTINCT), SUM/AVG of timestamps. The
+operator then moves the groups into its general state (`groups`: DISTINCT values as the
+`Counter` of an `Acc`) for good.
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ __all__ = ["GroupTable"]
 # Key types whose Arrow values are the values the general path emits (floats are not: it
 # canonicalises NaN and tells 0.0 from -0.0 by the first one seen).
 _KEY_TYPES = frozenset({DataType.INT, DataType.TIMESTAMP, DataType.STRING, DataType.BOOL})
-# MIN/MAX argument types kept in a `Multiset` (group_multiset.py).
+# MIN/MAX and COUNT(DISTINCT) argument types kept in a `Multiset` (group_multiset.py).
 _EXTREME_TYPES = frozenset({DataType.INT, DataType.TIMESTAMP})
 _EXACT_FLOAT = 2**53  # ints up to this are exact in float64, so t / k is correctly rounded
 _DictIndex, _IntIndex = DictIndex, IntIndex  # their names in snapshots taken before group_index
