@@ -56,6 +56,18 @@ class Plan:
         self.g, self.v, self.cnt, self.hit, self.pos = g, v, cnt, hit, pos
 
 
+def _order(g: np.ndarray, v: np.ndarray, k: np.ndarray, groups: int, ranks: int) -> np.ndarray:
+    """The order sorting by (g, v, k): one argsort of a combined key when it fits in int64
+    (g < groups, k < ranks), else a lexsort."""
+    if not len(g):
+        return np.empty(0, dtype=np.int64)
+    lo, hi = int(v.min()), int(v.max())
+    if groups * (hi - lo + 1) * ranks < 2**63:
+        key = (g * (hi - lo + 1) + (v - lo)) * ranks + k
+        return np.argsort(key)
+    return np.lexsort((k, v, g))
+
+
 class _Changes:
     """A batch's non-zero changes to a `Multiset`, summed per (group, value, segment rank) and
     sorted so: per entry the multiplicity after it (`c_after`); per run of one (group, value)
@@ -110,7 +122,7 @@ class Multiset:
         seg_of_row = np.repeat(np.arange(S, dtype=np.int64), seg.ends - seg.starts)[nz]
         g, v, w = seg.row_gid()[nz], d.vals[nz].astype(np.int64), d.w[nz]
         k = rank[seg_of_row]
-        o = np.lexsort((k, v, g))
+        o = _order(g, v, k, len(lengths), int(lengths.max(initial=1)))
         g, v, k, w = g[o], v[o], k[o], w[o]
         m = len(g)
         if m:
@@ -128,16 +140,7 @@ class Multiset:
             rs[1:] = (g[1:] != g[:-1]) | (v[1:] != v[:-1])
         ru = np.flatnonzero(rs)
         ug, uv = g[ru], v[ru]
-        a, b = lo[ug].copy(), hi[ug].copy()
-        while True:
-            act = np.flatnonzero(a < b)
-            if not len(act):
-                break
-            mid = (a[act] + b[act]) >> 1
-            less = sval[mid] < uv[act]
-            a[act[less]] = mid[less] + 1
-            b[act[~less]] = mid[~less]
-        pos = a
+        pos = self._search(slot[ug], uv, lo[ug], hi[ug])
         hit = pos < hi[ug]
         hit[hit] = sval[pos[hit]] == uv[hit]
         c0 = np.zeros(len(ru), dtype=np.int64)
@@ -150,6 +153,32 @@ class Multiset:
         if (c_after < 0).any():
             return None
         return _Changes(g, v, k, w, c_after, ru, c0, pos, hit, lo, hi)
+
+    def _search(self, slots: np.ndarray, vals: np.ndarray, lo: np.ndarray,
+                hi: np.ndarray) -> np.ndarray:
+        """Where each (slot, value) is or would go in the state (its slot's run: [lo, hi)):
+        one searchsorted of combined keys when they fit in int64, else a binary search per
+        value, all at once."""
+        sval = self.val
+        if len(sval) and len(vals):
+            vlo = min(int(sval.min()), int(vals.min()))
+            span = max(int(sval.max()), int(vals.max())) - vlo + 1
+            if (max(int(self.slot[-1]), int(slots.max())) + 1) * span < 2**63:
+                pos = lo.copy()  # a new group (slot -1): its empty run
+                known = slots >= 0
+                state = self.slot * span + (sval - vlo)
+                pos[known] = np.searchsorted(state, slots[known] * span + (vals[known] - vlo))
+                return pos
+        a, b = lo.copy(), hi.copy()
+        while True:
+            act = np.flatnonzero(a < b)
+            if not len(act):
+                break
+            mid = (a[act] + b[act]) >> 1
+            less = sval[mid] < vals[act]
+            a[act[less]] = mid[less] + 1
+            b[act[~less]] = mid[~less]
+        return a
 
     def distinct(self, seg: Segments, d: Values, slot: np.ndarray, perm: np.ndarray,
                  lengths: np.ndarray, gstart: np.ndarray,

@@ -94,6 +94,25 @@ def test_distinct_in_the_table_gives_the_general_paths_output(case) -> None:
     )
 
 
+def test_values_spread_over_int64_search_and_sort_without_combined_keys() -> None:
+    """Values whose range leaves int64 when combined with the group: the multiset's binary
+    search and lexsort (group_multiset.py) instead of one combined key."""
+    aggs = (AggCall("count", X, True, INT), AggCall("min", X, False, INT),
+            AggCall("max", X, True, INT), AggCall("count", T, True, INT))
+    rng = random.Random(5)
+    batches = workload(rng, 200, 10, 3, scale=2**61)
+
+    def want(live: Counter) -> Counter:
+        out: Counter = Counter()
+        for row in expected(live, lambda r: (r[0],)).elements():
+            d, n = row[1], row[4]  # COUNT(DISTINCT x), COUNT(DISTINCT t)
+            xs = [r[1] for r, m in live.items() if r[0] == row[0] and r[1] is not None]
+            out[(row[0], d, min(xs) if xs else None, max(xs) if xs else None, n)] += 1
+        return out
+
+    aggregate_runs.against_general_path(batches, (G,), aggs, IN_TYPES, want)
+
+
 def _same_groups(a: dict, b: dict) -> None:
     """The general path's groups, accumulator for accumulator (DISTINCT: its multiset)."""
     assert a.keys() == b.keys()
