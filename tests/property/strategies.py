@@ -36,6 +36,7 @@ __all__ = [
     "aggregate_queries",
     "cases",
     "correlated_aggregate_queries",
+    "distinct_queries",
     "extreme_queries",
     "join_queries",
     "mixed_queries",
@@ -636,6 +637,33 @@ def extreme_query(draw: Any) -> Q:
     return Q(text, [], f.inputs, is_stream)
 
 
+@st.composite
+def distinct_query(draw: Any) -> Q:
+    """COUNT, SUM or AVG(DISTINCT) of ints grouped by 1–2 keys over a window with deletions
+    (so the columnar group table's multisets, group_multiset.py), maybe next to COUNT/SUM/MIN,
+    maybe HAVING on a distinct count, as a relation or under Istream/Dstream/Rstream."""
+    f = draw(stream_from("S", kinds=("slide", "range", "rows", "partition", "now", "range_unb")))
+    refs = f.refs()
+    keys = draw(st.lists(st.sampled_from([r for r, _ in refs]), min_size=1, max_size=2, unique=True))
+    items = [f"{k} AS k{i}" for i, k in enumerate(keys)]
+    ints = _of(refs, "int")
+    for i in range(draw(st.integers(1, 3))):
+        fn = draw(st.sampled_from(["COUNT", "COUNT", "SUM", "AVG", "COUNT(*)", "SUM", "MIN"]))
+        arg = draw(st.sampled_from(ints)) if draw(st.integers(0, 3)) else draw(int_expr(refs, 1))
+        if fn == "COUNT(*)":
+            items.append(f"COUNT(*) AS n{i}")
+            continue
+        distinct = "DISTINCT " if fn != "MIN" and (i == 0 or draw(st.booleans())) else ""
+        items.append(f"{fn}({distinct}{arg}) AS n{i}")
+    items_text = ", ".join(items)
+    text = _select(items_text, [f]) + " GROUP BY " + ", ".join(keys)
+    if rare(draw, 2):
+        text += f" HAVING COUNT(DISTINCT {draw(st.sampled_from(ints))}) "
+        text += f"{draw(st.sampled_from(CMP))} {draw(st.integers(0, 4))}"
+    text, is_stream = draw(wrap(text, items_text, False))
+    return Q(text, [], f.inputs, is_stream)
+
+
 SETOPS = ("UNION", "UNION ALL", "EXCEPT", "EXCEPT ALL", "INTERSECT", "INTERSECT ALL")
 
 
@@ -899,6 +927,10 @@ def aggregate_queries() -> st.SearchStrategy:
 
 def extreme_queries() -> st.SearchStrategy:
     return queries_of(extreme_query())
+
+
+def distinct_queries() -> st.SearchStrategy:
+    return queries_of(distinct_query())
 
 
 def setop_queries() -> st.SearchStrategy:

@@ -86,6 +86,15 @@ def test_min_max_over_few_groups(case: strat.Case) -> None:
 
 
 @SETTINGS
+@given(strat.cases(strat.distinct_queries, wide=True))
+def test_distinct_aggregates_over_many_groups(case: strat.Case) -> None:
+    """COUNT/SUM/AVG(DISTINCT) of ints over windows with deletions, many groups (the columnar
+    group table's multisets, group_multiset.py), with and without HAVING, under Istream,
+    Dstream, Rstream."""
+    check(case)
+
+
+@SETTINGS
 @given(strat.paned_cases())
 def test_paned_aggregates(case: strat.Case) -> None:
     """Aggregates over [Range T Slide L] with several slides per window, over many groups,

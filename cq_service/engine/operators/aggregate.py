@@ -6,14 +6,14 @@ one inserted (the sink's consolidation drops pairs that did not change). A globa
 GROUP BY) has one row from the first instant its input sees, even when no element has arrived.
 
 A batch is cut into (instant, group) segments with per-aggregate deltas (segments.py). When
-every call is COUNT (not DISTINCT), int SUM/AVG (not DISTINCT) or MIN/MAX of ints or timestamps
-(DISTINCT or not), grouped by keys other than floats, the groups are kept in columns
-(`GroupTable`, group_table.py; MIN/MAX as sorted multisets, group_multiset.py) and a batch is
-applied with array operations only, until a batch it cannot apply exactly hands the groups over
-to the general state for good. Any other call (float SUM/AVG, MIN/MAX of floats, strings or
-booleans, COUNT/SUM/AVG DISTINCT), a global aggregate or a float key: the general state. There, groups whose segments need no
-recount of a MIN/MAX are applied with array operations (`_vectorised`); the rest segment by
-segment (`_general`).
+every call is COUNT (COUNT(DISTINCT) of ints or timestamps), int SUM/AVG (DISTINCT or not) or
+MIN/MAX of ints or timestamps (DISTINCT or not), grouped by keys other than floats, the groups
+are kept in columns (`GroupTable`, group_table.py; MIN/MAX and DISTINCT values as sorted
+multisets, group_multiset.py) and a batch is applied with array operations only, until a batch
+it cannot apply exactly hands the groups over to the general state for good. Any other call
+(float SUM/AVG, MIN/MAX of floats, strings or booleans, DISTINCT of those), a global aggregate
+or a float key: the general state. There, groups whose segments need no recount of a MIN/MAX
+are applied with array operations (`_vectorised`); the rest segment by segment (`_general`).
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from cq_service.engine.operators.segments import (
     Linear,
     Pairs,
     Segments,
+    Values,
     linear_safe,
     starts_from_lengths,
 )
@@ -75,7 +76,7 @@ class Aggregate(MultiInputOperator):
         self._args = [None if a.arg is None else compile_expr(a.arg) for a in aggs]
         self._makers = [make_accumulator(c) for c in aggs]
         self._groups: dict[tuple, Group] = {}
-        # COUNT, int SUM/AVG and int MIN/MAX by keys other than floats: the groups in columns,
+        # COUNT, int SUM/AVG, int MIN/MAX, DISTINCT of ints by keys other than floats: the groups in columns,
         # until a batch it cannot apply exactly hands them over to `_groups` (group_table.py).
         self._table: GroupTable | None = GroupTable(keys, aggs) if GroupTable.fits(keys, aggs) else None
         self.is_global = not keys
@@ -165,6 +166,8 @@ class Aggregate(MultiInputOperator):
         arg = ev(batch.columns, n)
         if numeric_extreme(call):
             return Extremes(call, arg, seg)
+        if call.distinct and self._table is not None:
+            return Values(arg, seg)  # the table's multiset (group_table.py)
         if call.distinct or call.fn in ("min", "max") or not linear_safe(call, arg, n):
             return Pairs(arg, batch, seg)  # per distinct value: exact for floats and big ints
         w = batch.w

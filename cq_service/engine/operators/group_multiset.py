@@ -1,20 +1,27 @@
-"""MIN and MAX of ints and timestamps for `GroupTable`: every group's values as one multiset in columns.
+"""MIN, MAX and DISTINCT for `GroupTable`: every group's values as one multiset in columns.
 
-`Multiset` keeps, for one MIN/MAX call, the (slot, value, multiplicity) of every live group's
-distinct non-NULL values in three numpy arrays sorted by (slot, value): a group's values are
-one run, its MIN the first of the run and its MAX the last, so reading an extreme never
-rescans. A batch is applied in two steps, so that `GroupTable.apply` can still decline it with
-the state untouched: `plan` computes the extreme after every segment (group-major order) and
-the new multiplicities, `commit` merges them into the arrays (one `np.insert` and one mask).
+`Multiset` keeps, for one MIN/MAX or DISTINCT call, the (slot, value, multiplicity) of every
+live group's distinct non-NULL values in three numpy arrays sorted by (slot, value): a group's
+values are one run, its MIN the first of the run and its MAX the last, so reading an extreme
+never rescans. A batch is applied in two steps, so that `GroupTable.apply` can still decline it
+with the state untouched: `plan` (MIN/MAX) or `distinct` computes the results' changes and the
+new multiplicities, `commit` merges them into the arrays (one `np.insert` and one mask). Both
+start from the batch's changes per (group, value, segment), each value found in the state by a
+binary search, and the multiplicity after each change.
 
-Within a batch a group's touched values are present over intervals of its segments (from the
-segment that makes a multiplicity positive to the one that makes it zero). The extreme after a
-segment is the best of: the group's best untouched value (the first or last of its run not
-touched by the batch: found from the run's ends in O(touched)), the values present over all its
-segments, the running best of the values present to the end (a segmented accumulate from where
-each starts), the same backwards for values present from the start, and, for values inserted
-and deleted within the batch, their intervals expanded segment by segment. Values are compared
-by their ranks among the batch's candidates, so one accumulate handles all groups.
+For COUNT/SUM/AVG(DISTINCT) a change that takes a multiplicity from zero adds the value to the
+group's distinct ones, one that takes it to zero removes it: per segment the change in their
+number and sum, which the table accumulates as it does COUNT and SUM.
+
+For MIN/MAX, within a batch a group's touched values are present over intervals of its segments
+(from the segment that makes a multiplicity positive to the one that makes it zero). The
+extreme after a segment is the best of: the group's best untouched value (the first or last of
+its run not touched by the batch: found from the run's ends in O(touched)), the values present
+over all its segments, the running best of the values present to the end (a segmented
+accumulate from where each starts), the same backwards for values present from the start, and,
+for values inserted and deleted within the batch, their intervals expanded segment by segment.
+Values are compared by their ranks among the batch's candidates, so one accumulate handles all
+groups.
 
 Work per batch is proportional to the batch (and a binary search per touched value), plus the
 copy of the arrays in `commit`. Floats are not taken: the general path's NaN and ±0.0 rules.
@@ -22,10 +29,12 @@ copy of the arrays in `commit`. Floats are not taken: the general path's NaN and
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 
 from cq_service.engine.operators.accumulators import Extreme
-from cq_service.engine.operators.segments import Extremes, Segments
+from cq_service.engine.operators.segments import Extremes, Segments, Values
 
 __all__ = ["Multiset", "Plan"]
 
@@ -35,15 +44,53 @@ _EXPAND_PER_ROW = 4
 
 
 class Plan:
-    """One batch's effect on a `Multiset`: per segment (group-major order) the extreme after
-    it and before it (valid where the count of values is positive), and the changed entries."""
+    """One batch's effect on a `Multiset`: for MIN/MAX per segment (group-major order) the
+    extreme after it and before it (valid where the count of values is positive; None for
+    DISTINCT), and the changed entries."""
 
     __slots__ = ("after", "before", "cnt", "g", "hit", "pos", "v")
 
-    def __init__(self, after: np.ndarray, before: np.ndarray, g: np.ndarray, v: np.ndarray,
+    def __init__(self, after: np.ndarray | None, before: np.ndarray | None, g: np.ndarray, v: np.ndarray,
                  cnt: np.ndarray, hit: np.ndarray, pos: np.ndarray):
         self.after, self.before = after, before
         self.g, self.v, self.cnt, self.hit, self.pos = g, v, cnt, hit, pos
+
+
+def _order(g: np.ndarray, v: np.ndarray, k: np.ndarray, groups: int, ranks: int) -> np.ndarray:
+    """The order sorting by (g, v, k): one argsort of a combined key when it fits in int64
+    (g < groups, k < ranks), else a lexsort."""
+    if not len(g):
+        return np.empty(0, dtype=np.int64)
+    lo, hi = int(v.min()), int(v.max())
+    if groups * (hi - lo + 1) * ranks < 2**63:
+        key = (g * (hi - lo + 1) + (v - lo)) * ranks + k
+        return np.argsort(key)
+    return np.lexsort((k, v, g))
+
+
+class _Changes:
+    """A batch's non-zero changes to a `Multiset`, summed per (group, value, segment rank) and
+    sorted so: per entry the multiplicity after it (`c_after`); per run of one (group, value)
+    (starting at `ru`) the multiplicity before the batch (`c0`) and where the value is or
+    would go in the state (`pos`, `hit`: it is there); each batch group's run of the state
+    [`lo`, `hi`)."""
+
+    __slots__ = ("c0", "c_after", "g", "hi", "hit", "k", "lo", "pos", "ru", "v", "w")
+
+    def __init__(self, g: np.ndarray, v: np.ndarray, k: np.ndarray, w: np.ndarray,
+                 c_after: np.ndarray, ru: np.ndarray, c0: np.ndarray, pos: np.ndarray,
+                 hit: np.ndarray, lo: np.ndarray, hi: np.ndarray):
+        self.g, self.v, self.k, self.w, self.c_after = g, v, k, w, c_after
+        self.ru, self.c0, self.pos, self.hit, self.lo, self.hi = ru, c0, pos, hit, lo, hi
+
+    def last_of_run(self) -> np.ndarray:
+        m = len(self.g)
+        return np.append(self.ru[1:] - 1, m - 1).astype(np.int64) if m else self.ru
+
+    def plan(self, after: np.ndarray | None, before: np.ndarray | None) -> Plan:
+        """The plan that commits these changes (each run's multiplicity after the batch)."""
+        cnt = self.c_after[self.last_of_run()]
+        return Plan(after, before, self.g[self.ru], self.v[self.ru], cnt, self.hit, self.pos)
 
 
 class Multiset:
@@ -58,15 +105,12 @@ class Multiset:
     def __len__(self) -> int:
         return len(self.slot)
 
-    def plan(self, seg: Segments, d: Extremes, slot: np.ndarray, perm: np.ndarray,
-             gp: np.ndarray, lengths: np.ndarray, gstart: np.ndarray,
-             count: np.ndarray) -> Plan | None:
-        """The batch's extremes, or None when a multiplicity would go negative, the count of
-        values and the multiset disagree, or too many intervals would need expanding.
-        `slot`: each batch group's slot (-1: new); `count`: values after each segment."""
-        G, S = len(lengths), len(perm)
+    def _changes(self, seg: Segments, d: Extremes | Values, slot: np.ndarray,
+                 perm: np.ndarray, lengths: np.ndarray, gstart: np.ndarray) -> _Changes | None:
+        """The batch's non-zero changes per (group, value, segment rank), each value found in
+        the state; None when a multiplicity would go negative."""
+        S = len(perm)
         sval, scnt = self.val, self.cnt
-        N = len(sval)
         lo = np.searchsorted(self.slot, slot, "left")  # slot -1: an empty run at 0
         hi = np.searchsorted(self.slot, slot, "right")
         # each segment's rank within its group
@@ -78,7 +122,7 @@ class Multiset:
         seg_of_row = np.repeat(np.arange(S, dtype=np.int64), seg.ends - seg.starts)[nz]
         g, v, w = seg.row_gid()[nz], d.vals[nz].astype(np.int64), d.w[nz]
         k = rank[seg_of_row]
-        o = np.lexsort((k, v, g))
+        o = _order(g, v, k, len(lengths), int(lengths.max(initial=1)))
         g, v, k, w = g[o], v[o], k[o], w[o]
         m = len(g)
         if m:
@@ -96,16 +140,7 @@ class Multiset:
             rs[1:] = (g[1:] != g[:-1]) | (v[1:] != v[:-1])
         ru = np.flatnonzero(rs)
         ug, uv = g[ru], v[ru]
-        a, b = lo[ug].copy(), hi[ug].copy()
-        while True:
-            act = np.flatnonzero(a < b)
-            if not len(act):
-                break
-            mid = (a[act] + b[act]) >> 1
-            less = sval[mid] < uv[act]
-            a[act[less]] = mid[less] + 1
-            b[act[~less]] = mid[~less]
-        pos = a
+        pos = self._search(slot[ug], uv, lo[ug], hi[ug])
         hit = pos < hi[ug]
         hit[hit] = sval[pos[hit]] == uv[hit]
         c0 = np.zeros(len(ru), dtype=np.int64)
@@ -117,7 +152,74 @@ class Multiset:
         c_after = c0[run_id] + cs - base
         if (c_after < 0).any():
             return None
-        last_of_run = np.append(ru[1:] - 1, m - 1).astype(np.int64) if m else ru
+        return _Changes(g, v, k, w, c_after, ru, c0, pos, hit, lo, hi)
+
+    def _search(self, slots: np.ndarray, vals: np.ndarray, lo: np.ndarray,
+                hi: np.ndarray) -> np.ndarray:
+        """Where each (slot, value) is or would go in the state (its slot's run: [lo, hi)):
+        one searchsorted of combined keys when they fit in int64, else a binary search per
+        value, all at once."""
+        sval = self.val
+        if len(sval) and len(vals):
+            vlo = min(int(sval.min()), int(vals.min()))
+            span = max(int(sval.max()), int(vals.max())) - vlo + 1
+            if (max(int(self.slot[-1]), int(slots.max())) + 1) * span < 2**63:
+                pos = lo.copy()  # a new group (slot -1): its empty run
+                known = slots >= 0
+                state = self.slot * span + (sval - vlo)
+                pos[known] = np.searchsorted(state, slots[known] * span + (vals[known] - vlo))
+                return pos
+        a, b = lo.copy(), hi.copy()
+        while True:
+            act = np.flatnonzero(a < b)
+            if not len(act):
+                break
+            mid = (a[act] + b[act]) >> 1
+            less = sval[mid] < vals[act]
+            a[act[less]] = mid[less] + 1
+            b[act[~less]] = mid[~less]
+        return a
+
+    def distinct(self, seg: Segments, d: Values, slot: np.ndarray, perm: np.ndarray,
+                 lengths: np.ndarray, gstart: np.ndarray,
+                 sums: bool) -> tuple[Plan, np.ndarray, np.ndarray | None] | None:
+        """COUNT/SUM/AVG(DISTINCT): the batch's changes, and per segment (segment order) the
+        change in distinct values and (`sums`) in their sum; None when a multiplicity would go
+        negative or a running sum could leave ±2**62."""
+        ch = self._changes(seg, d, slot, perm, lengths, gstart)
+        if ch is None:
+            return None
+        S = len(perm)
+        # a value enters when its multiplicity becomes positive, leaves when it drops to zero
+        step = (ch.c_after > 0).astype(np.int64) - (ch.c_after - ch.w > 0)
+        on = np.flatnonzero(step)
+        at = perm[gstart[ch.g[on]] + ch.k[on]]
+        dcount = np.zeros(S, dtype=np.int64)
+        np.add.at(dcount, at, step[on])
+        dsum = None
+        if sums:
+            v = ch.v[on]
+            if len(on) and max(-int(v.min()), int(v.max())) * len(on) >= 2**62:
+                return None
+            dsum = np.zeros(S, dtype=np.int64)
+            np.add.at(dsum, at, step[on] * v)
+        return ch.plan(None, None), dcount, dsum
+
+    def plan(self, seg: Segments, d: Extremes, slot: np.ndarray, perm: np.ndarray,
+             gp: np.ndarray, lengths: np.ndarray, gstart: np.ndarray,
+             count: np.ndarray) -> Plan | None:
+        """The batch's extremes, or None when a multiplicity would go negative, the count of
+        values and the multiset disagree, or too many intervals would need expanding.
+        `slot`: each batch group's slot (-1: new); `count`: values after each segment."""
+        ch = self._changes(seg, d, slot, perm, lengths, gstart)
+        if ch is None:
+            return None
+        G, S = len(lengths), len(perm)
+        sval, N = self.val, len(self.val)
+        g, v, k, c_after, ru, c0, pos, hit, lo, hi = (
+            ch.g, ch.v, ch.k, ch.c_after, ch.ru, ch.c0, ch.pos, ch.hit, ch.lo, ch.hi)
+        ug, uv, m = g[ru], v[ru], len(g)
+        last_of_run = ch.last_of_run()
         # presence intervals [ia, ib) in segment ranks
         nxt = np.empty(m, dtype=np.int64)
         if m:
@@ -192,8 +294,7 @@ class Multiset:
         ends = hi - 1 if self.is_max else lo
         old[nonempty] = sval[ends[nonempty]]
         before[gstart] = old
-        cnt = c_after[last_of_run] if m else np.empty(0, dtype=np.int64)
-        return Plan(after.astype(np.int64), before, ug, uv, cnt, hit, pos)
+        return ch.plan(after.astype(np.int64), before)
 
     def commit(self, p: Plan, old: np.ndarray, slot: np.ndarray) -> None:
         """Merge the planned multiplicities. `old`, `slot`: each batch group's slot before
@@ -234,3 +335,11 @@ class Multiset:
                 e.ext = int(self.val[b - 1 if self.is_max else a])
             out.append(e)
         return out
+
+    def counters(self, slots: np.ndarray) -> list[Counter]:
+        """Each slot's values and multiplicities as the general path's DISTINCT `Acc` keeps
+        them (the hand-over)."""
+        lo = np.searchsorted(self.slot, slots, "left").tolist()
+        hi = np.searchsorted(self.slot, slots, "right").tolist()
+        vals, cnts = self.val.tolist(), self.cnt.tolist()
+        return [Counter(dict(zip(vals[a:b], cnts[a:b]))) for a, b in zip(lo, hi)]

@@ -1,28 +1,33 @@
-"""Grouped COUNT, SUM and AVG of ints and MIN and MAX of ints and timestamps, kept in columns:
-the fast state of many groups.
+"""Grouped COUNT, SUM and AVG of ints, MIN and MAX of ints and timestamps, and COUNT(DISTINCT)
+of ints and timestamps and SUM/AVG(DISTINCT) of ints, kept in columns: the fast state of many
+groups.
 
 `GroupTable` holds, for every live group, its row multiplicity and per aggregate its count of
 non-NULL values and its int total, in one numpy row per slot (`cells`: a batch's groups are
 read and written one row each, not one array each); each MIN/MAX (DISTINCT or
-not) also keeps its groups' values as one sorted multiset of (slot, value) (`Multiset`,
-group_multiset.py). One int key is found in a numpy hash table (no Python object per key);
-other keys in a dict from the key tuple to its slot (group_index.py). A batch (cut into
-(instant, group) segments with its per-segment deltas,
-segments.py) is applied with array operations only: running counts and totals per segment in
-group-major order, the old and new result of each segment compared as arrays, the changed ones
-emitted as one Arrow batch in segment order (− old before + new, as the operator's general path
-emits them). Python work per batch, with keys other than one int, is one dict look-up per group
-the batch touches and one dict update per group that appears or disappears.
+not) and each DISTINCT call also keeps its groups' values with their multiplicities as one
+sorted multiset of (slot, value) (`Multiset`, group_multiset.py). For a DISTINCT call the count
+is the number of distinct values and the total their sum: a batch changes them where a value's
+multiplicity leaves zero or drops to it. One int key is found in a direct table or a numpy hash
+table (no Python object per key); other keys in a dict from the key tuple to its slot (group_index.py). A batch
+(cut into (instant, group) segments with its per-segment deltas, segments.py) is applied with
+array operations only: running counts and totals per segment in group-major order, the old and
+new result of each segment compared as arrays, the changed ones emitted as one Arrow batch in
+segment order (− old before + new, as the operator's general path emits them). Python work per
+batch, with keys other than one int, is one dict look-up per group the batch touches and one
+dict update per group that appears or disappears.
 
 It gives exactly the general path's results, and declines a batch (`apply` returns None, the
 state untouched) whenever it could not: a delta that is not linear (an int sum that could
-overflow int64 in the batch), a total that could, rows or counts going negative, a group whose
-rows reach zero while a count or total does not, keys that are distinct in Arrow and equal in
-Python, or a MIN/MAX batch its multiset declines (a multiplicity going negative, or values
-inserted and deleted within the batch spanning too many segments). Not kept here: float keys,
-float SUM/AVG (the general path sums floats with Neumaier compensation in the order of the
-deltas), MIN/MAX of floats (its NaN and 0.0/-0.0 rules), strings and booleans, and COUNT/SUM/AVG
-DISTINCT. The operator then moves the groups into its general state (`groups`) for good.
+overflow int64 in the batch, or a sum of distinct values that could leave ±2**62), a total that
+could, rows or counts going negative, a group whose rows reach zero while a count or total does
+not, keys that are distinct in Arrow and equal in Python, or a batch a multiset declines (a
+multiplicity going negative; for MIN/MAX also values inserted and deleted within the batch
+spanning too many segments). Not kept here: float keys, float SUM/AVG (the general path sums
+floats with Neumaier compensation in the order of the deltas), MIN/MAX of floats (its NaN and
+0.0/-0.0 rules), strings and booleans (also under DISTINCT), SUM/AVG of timestamps. The
+operator then moves the groups into its general state (`groups`: DISTINCT values as the
+`Counter` of an `Acc`) for good.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from cq_service.engine.operators.segments import (
     Extremes,
     Linear,
     Segments,
+    Values,
     starts_from_lengths,
 )
 from cq_service.types import DataType, arrow_type
@@ -49,7 +55,7 @@ __all__ = ["GroupTable"]
 # Key types whose Arrow values are the values the general path emits (floats are not: it
 # canonicalises NaN and tells 0.0 from -0.0 by the first one seen).
 _KEY_TYPES = frozenset({DataType.INT, DataType.TIMESTAMP, DataType.STRING, DataType.BOOL})
-# MIN/MAX argument types kept in a `Multiset` (group_multiset.py).
+# MIN/MAX and COUNT(DISTINCT) argument types kept in a `Multiset` (group_multiset.py).
 _EXTREME_TYPES = frozenset({DataType.INT, DataType.TIMESTAMP})
 _EXACT_FLOAT = 2**53  # ints up to this are exact in float64, so t / k is correctly rounded
 _DictIndex, _IntIndex = DictIndex, IntIndex  # their names in snapshots taken before group_index
@@ -66,9 +72,11 @@ class GroupTable:
         self.used = 0  # slots handed out so far
         # per slot: rows, then each call's count, then each call's total (0 unless SUM/AVG)
         self.cells = np.zeros((1024, 1 + 2 * len(calls)), dtype=np.int64)
-        # MIN/MAX: call index -> its values (`count` keeps their number per group)
+        # MIN/MAX and DISTINCT: call index -> its values (`count` keeps their number per
+        # group: with multiplicity for MIN/MAX, distinct ones for DISTINCT, and `total` the
+        # sum of the distinct ones)
         self.multisets = {j: Multiset(c.fn == "max") for j, c in enumerate(calls)
-                          if c.fn in ("min", "max")}
+                          if c.fn in ("min", "max") or c.distinct}
 
     def __setstate__(self, state: tuple) -> None:
         """A state pickled before MIN/MAX were kept here has no multisets; one pickled before
@@ -103,11 +111,17 @@ class GroupTable:
     def fits(keys: tuple[BExpr, ...], calls: tuple[AggCall, ...]) -> bool:
         """Whether an aggregate with these keys and calls can keep its groups here."""
         return bool(keys) and all(k.type in _KEY_TYPES for k in keys) and all(
-            (not c.distinct and (
-                c.fn == "count" or (c.fn in ("sum", "avg") and c.arg.type == DataType.INT)))  # type: ignore[union-attr]
+            (c.fn == "count" and (not c.distinct or c.arg.type in _EXTREME_TYPES))  # type: ignore[union-attr]
+            or (c.fn in ("sum", "avg") and c.arg.type == DataType.INT)  # type: ignore[union-attr]
             or (c.fn in ("min", "max") and c.arg.type in _EXTREME_TYPES)  # type: ignore[union-attr]
             for c in calls
         )
+
+    def _kind(self, j: int) -> type:
+        """The deltas call j's batches come in."""
+        if j not in self.multisets:
+            return Linear
+        return Extremes if self.fns[j] in ("min", "max") else Values
 
     def __len__(self) -> int:
         return len(self.index)
@@ -121,8 +135,7 @@ class GroupTable:
         ticks: np.ndarray,
     ) -> Batch | None:
         """Apply one batch; its output, or None (state untouched) when it cannot be exact."""
-        if not all(isinstance(d, Extremes if j in self.multisets else Linear)
-                   for j, d in enumerate(deltas)):
+        if not all(isinstance(d, self._kind(j)) for j, d in enumerate(deltas)):
             return None
         G = seg.groups
         found = self.index.lookup(seg)
@@ -161,9 +174,18 @@ class GroupTable:
             return None
         zero = rows == 0
         vals: list[tuple] = []  # per call: (count, total or None) after and before each segment
-        plans: dict[int, Plan] = {}  # per MIN/MAX call: its extremes and new multiplicities
+        plans: dict[int, Plan] = {}  # per multiset: its new multiplicities (MIN/MAX: extremes)
         for j, d in enumerate(deltas):
-            dc = d.dcount if isinstance(d, Extremes) else d.counts  # type: ignore[attr-defined]
+            if isinstance(d, Values):  # DISTINCT: the changes in distinct values and their sum
+                got = self.multisets[j].distinct(seg, d, slot, perm, lengths, gstart,
+                                                 self.fns[j] != "count")
+                if got is None:
+                    return None
+                plans[j], dc, ds = got
+            elif isinstance(d, Extremes):
+                dc, ds = d.dcount, None
+            else:
+                dc, ds = d.counts, d.sums  # type: ignore[attr-defined]
             c, c_before = cum(dc, state[:, 1 + j])
             if (c < 0).any() or (c[zero] != 0).any():
                 return None
@@ -175,11 +197,11 @@ class GroupTable:
                 vals.append((c, None, c_before, None))
                 continue
             t = t_before = None
-            if d.sums is not None:  # type: ignore[attr-defined]
+            if ds is not None:
                 t0 = state[:, 1 + nf + j]
                 if (np.abs(t0) >= 2**62).any():
                     return None
-                t, t_before = cum(d.sums, t0)  # type: ignore[attr-defined]
+                t, t_before = cum(ds, t0)
                 if (t[zero] != 0).any():
                     return None
             vals.append((c, t, c_before, t_before))
@@ -193,7 +215,7 @@ class GroupTable:
                 changed |= both & (c != cb)
                 continue
             null, null_b = c == 0, cb == 0
-            if j in plans:
+            if fn in ("min", "max"):
                 a, b = plans[j].after, plans[j].before
             elif fn == "sum":
                 a, b = t, tb
@@ -260,7 +282,10 @@ class GroupTable:
         out: dict[tuple, Group] = {}
         items = self.index.items()
         slots = np.array([s for _, s in items], dtype=np.int64)
-        extremes = {j: ms.extremes(slots, self.count[j, slots]) for j, ms in self.multisets.items()}
+        extremes = {j: ms.extremes(slots, self.count[j, slots])
+                    for j, ms in self.multisets.items() if self.fns[j] in ("min", "max")}
+        distinct = {j: ms.counters(slots)
+                    for j, ms in self.multisets.items() if j not in extremes}
         for i, (key, s) in enumerate(items):
             g = out[key] = Group(makers)
             g.rows = int(self.rows[s])
@@ -268,6 +293,8 @@ class GroupTable:
                 if j in extremes:
                     g.accs[j] = extremes[j][i]
                     continue
+                if j in distinct:
+                    acc.multiset = distinct[j][i]  # type: ignore[union-attr]
                 acc.count = int(self.count[j, s])  # type: ignore[union-attr]
                 if self.fns[j] != "count":
                     acc.total = int(self.total[j, s])  # type: ignore[union-attr]

@@ -4,9 +4,11 @@ A batch is cut into segments, one per (instant, group), with dense group codes (
 direct addressing for narrow int codes, Arrow's hash otherwise) and no sort; segments are numbered in the order of their first element, which is instant order
 (`Segments`). For each aggregate, a `Deltas` gives every segment's change: COUNT and int
 SUM/AVG that cannot overflow as numpy reductions (`Linear`); MIN and MAX of ints, timestamps
-and floats as the change in values and the extremes inserted and deleted (`Extremes`); every
-other aggregate (DISTINCT, float sums, int sums that could overflow, MIN/MAX of strings and
-booleans) as the segment's (value, Δmultiplicity) pairs (`Pairs`).
+and floats as the change in values and the extremes inserted and deleted (`Extremes`);
+COUNT/SUM/AVG(DISTINCT) of ints and timestamps kept in the group table as the values and
+weights (`Values`); every other aggregate (DISTINCT otherwise, float sums, int sums that could
+overflow, MIN/MAX of strings and booleans) as the segment's (value, Δmultiplicity) pairs
+(`Pairs`).
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from cq_service.engine.batch import Batch
 from cq_service.engine.operators.accumulators import NUMERIC, Acc, Extreme, canonical_nan
 from cq_service.engine.operators.dense_ids import dense_ids, first_occurrences, int_codes
 
-__all__ = ["Deltas", "Extremes", "Linear", "Pairs", "Segments", "group_ids", "linear_safe",
-           "starts_from_lengths"]
+__all__ = ["Deltas", "Extremes", "Linear", "Pairs", "Segments", "Values", "group_ids",
+           "linear_safe", "starts_from_lengths"]
 
 _I64 = np.iinfo(np.int64)
 
@@ -250,18 +252,9 @@ class Extremes(Deltas):
 
     def __init__(self, call: AggCall, arg: pa.Array, seg: Segments):
         typ = NUMERIC[call.arg.type]  # type: ignore[union-attr]
-        if isinstance(arg, pa.ChunkedArray):
-            arg = arg.combine_chunks()
-        if arg.type != typ:
-            arg = arg.cast(typ)
         self.is_max = is_max = call.fn == "max"
         self.is_float = is_float = typ == pa.float64()
-        self.vals = vals = seg.take(np.asarray(arg.fill_null(0).to_numpy(zero_copy_only=False)))
-        w = seg.w
-        if arg.null_count:
-            valid = seg.take(np.asarray(arg.is_valid().to_numpy(zero_copy_only=False), dtype=bool))
-            w = np.where(valid, w, 0)
-        self.w = w
+        self.vals, self.w = vals, w = _segment_values(arg, typ, seg)
         starts = seg.starts
         self.dcount = np.add.reduceat(w, starts)
         self.ins, self.has_ins = _segment_extremes(vals, w > 0, starts, is_max, is_float)
@@ -293,6 +286,39 @@ class Extremes(Deltas):
             self.vals[s[i]:e[i]],
             self.w[s[i]:e[i]],
         )
+
+
+class Values(Deltas):
+    """COUNT, SUM or AVG(DISTINCT) of ints or timestamps, for the group table's multisets
+    (group_multiset.py): the segments' values and weights (segment order; NULLs weigh 0)."""
+
+    def __init__(self, arg: pa.Array, seg: Segments):
+        self.vals, self.w = _segment_values(arg, pa.int64(), seg)
+        self._s, self._e = seg.starts, seg.ends
+
+    def apply(self, acc: Acc, i: int) -> None:  # type: ignore[override]
+        """Segment i's (value, Δmultiplicity) pairs, as `Pairs` gives them."""
+        s, e = int(self._s[i]), int(self._e[i])
+        per: dict[int, int] = {}
+        for v, w in zip(self.vals[s:e].tolist(), self.w[s:e].tolist()):
+            per[v] = per.get(v, 0) + w
+        pairs = [(v, w) for v, w in per.items() if w]
+        if pairs:
+            acc.apply(pairs)
+
+
+def _segment_values(arg: pa.Array, typ: pa.DataType, seg: Segments) -> tuple[np.ndarray, np.ndarray]:
+    """The values of `arg` as `typ` and their weights, in segment order; NULLs weigh 0."""
+    if isinstance(arg, pa.ChunkedArray):
+        arg = arg.combine_chunks()
+    if arg.type != typ:
+        arg = arg.cast(typ)
+    vals = seg.take(np.asarray(arg.fill_null(0).to_numpy(zero_copy_only=False)))
+    w = seg.w
+    if arg.null_count:
+        valid = seg.take(np.asarray(arg.is_valid().to_numpy(zero_copy_only=False), dtype=bool))
+        w = np.where(valid, w, 0)
+    return vals, w
 
 
 def _segment_extremes(
