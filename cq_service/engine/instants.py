@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cq_service.engine.batch import Batch
+from cq_service.engine.batch import Batch, merge_ticks
 from cq_service.engine.consolidate import unique_sorted
 
 __all__ = ["InstantBuffer", "instants_of"]
@@ -51,4 +51,4 @@ class InstantBuffer:
 
 def instants_of(batch: Batch) -> np.ndarray:
     """Sorted distinct instants of a batch: its element timestamps and its ticks."""
-    return np.union1d(unique_sorted(batch.ts), batch.ticks)
+    return merge_ticks(unique_sorted(batch.ts), batch.ticks)  # both sorted: merged, not sorted
