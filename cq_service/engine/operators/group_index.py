@@ -45,25 +45,6 @@ class DictIndex:
     def __len__(self) -> int:
         return len(self.slots)
 
-    def _to_direct(self, v: np.ndarray) -> None:
-        """Move the keys into a direct table if they and the batch's `v` now span few enough
-        keys per group; checked again when the groups double."""
-        self.checked = self.live + len(v)
-        live = self.slots >= 0
-        k, s = self.keys[live], self.slots[live]
-        both = np.concatenate([k, v])
-        if len(both) == 0:
-            return
-        lo, hi = int(both.min()), int(both.max())
-        if hi - lo + 1 > _DIRECT_PER_GROUP * len(both):
-            return
-        table = np.full(hi - lo + 1, -1, dtype=np.int64)
-        table[k - lo] = s
-        self.base, self.direct = lo, table
-        held = self.live
-        self._reset(_MIN_BITS)
-        self.live = held
-
     def lookup(self, seg: Segments) -> tuple[np.ndarray, list[tuple]] | None:
         """Each batch group's slot (-1: new), or None when keys distinct in Arrow are equal in
         Python (0.0 and -0.0)."""
