@@ -80,6 +80,15 @@ class Reorderer:
         if len(ts) == 0:
             empty = np.zeros(0, dtype=np.int64)
             return np.zeros(0, dtype=bool), empty, empty
+        if promises is None and partition is None and not self.partitioned:
+            in_order = self._in_order(ts)
+            if in_order is not None:
+                return in_order
+        return self._late_mask(ts, promises, partition)
+
+    def _late_mask(
+        self, ts: np.ndarray, promises: np.ndarray | None, partition: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         running = np.maximum.accumulate(ts)
         if partition is None and not self.partitioned:
             before = np.empty_like(ts)
@@ -98,6 +107,24 @@ class Reorderer:
             late |= ts <= self.passed
         self.max_seen = max(int(self.max_seen), int(running[-1]))
         return late, before, promised
+
+    def _in_order(self, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """`late_mask` of an unpartitioned batch without promises when none of it is late: in
+        timestamp order from at least every bound (the latest seen less the delay, the
+        promised heartbeat, the released one). None when that does not hold."""
+        first = int(ts[0])
+        if self.max_seen != NONE and first < int(self.max_seen) - self.max_delay:
+            return None
+        if first < int(self.promised) or (self.passed != NONE and first <= int(self.passed)):
+            return None
+        if len(ts) > 1 and not bool((ts[1:] >= ts[:-1]).all()):
+            return None
+        n = len(ts)
+        before = np.empty(n, dtype=np.int64)
+        before[0] = self.max_seen
+        before[1:] = np.maximum(ts[:-1], self.max_seen)
+        self.max_seen = max(int(self.max_seen), int(ts[-1]))
+        return np.zeros(n, dtype=bool), before, np.broadcast_to(np.int64(self.promised), n)
 
     def _before_by_partition(self, ts: np.ndarray, partition: np.ndarray | None) -> np.ndarray:
         if self._max_by_partition is None:
