@@ -9,9 +9,9 @@ equi-join keys taken from the conjuncts; mark joins for subqueries in conditions
 filter; aggregation and HAVING; the projection; DISTINCT; the relation-to-stream operator.
 
 This module binds query expressions (set operations, Istream/Dstream/Rstream), SELECT blocks,
-FROM items and their windows, and subqueries in conditions (mark joins, decorrelation). The
-parts below it: expressions (bind_expr), the join of the FROM items (bind_join), aggregation
-(bind_aggregate), output names (naming).
+FROM items, and subqueries in conditions (mark joins, decorrelation). The parts it calls on:
+expressions (bind_expr), windows and durations (bind_window), the join of the FROM items
+(bind_join), aggregation (bind_aggregate), output names (naming).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from cq_service.cql.bind_expr import (
     unify,
 )
 from cq_service.cql.bind_join import FromItem, join_items
+from cq_service.cql.bind_window import bind_window
 from cq_service.cql.clocks import add_query_clocks
 from cq_service.cql.logical import (
     Aggregate,
@@ -59,29 +60,9 @@ from cq_service.cql.scope import Scope
 from cq_service.errors import CQLError, Span
 from cq_service.types import DataType
 
-__all__ = ["BoundQuery", "Catalog", "bind_query", "duration_units"]
+__all__ = ["BoundQuery", "Catalog", "bind_query"]
 
 T = DataType
-
-UNIT_NS = {
-    "millisecond": 1_000_000,
-    "second": 1_000_000_000,
-    "minute": 60_000_000_000,
-    "hour": 3_600_000_000_000,
-    "day": 86_400_000_000_000,
-}
-
-
-def duration_units(d: ast.Duration, time_unit_ns: int) -> int:
-    """A CQL duration in the pipeline's time unit (a number without a unit is already in it)."""
-    if d.unit is None:
-        return d.amount
-    ns = d.amount * UNIT_NS[d.unit]
-    if ns % time_unit_ns:
-        raise CQLError(
-            f"{d.amount} {d.unit}(s) is not a whole number of the pipeline's time unit", d.span
-        )
-    return ns // time_unit_ns
 
 
 @dataclass(frozen=True)
@@ -295,7 +276,9 @@ class _QueryBinder:
             op = Sample(op, float(fi.sample), 0, fi.span)
         if op.is_stream:
             unwindowed = fi.window is None
-            spec = self._window(fi.window, op, alias, fi.span) if fi.window else WindowSpec("unbounded")
+            spec = WindowSpec("unbounded")
+            if fi.window:
+                spec = bind_window(fi.window, op, alias, fi.span, self.catalog.time_unit_ns)
             names = (alias,) if alias else ()
             if isinstance(fi, ast.TableRef) and fi.name != alias:
                 names += (fi.name,)
@@ -316,37 +299,6 @@ class _QueryBinder:
             fields = tuple(Field(n, f.type) for n, f in zip(v.columns, v.plan.schema))
             return View(v.name, v.plan, fields, span)
         raise CQLError(f"unknown stream, relation or view '{name}'", span)
-
-    # -- windows ------------------------------------------------------------------------------
-
-    def _window(self, w: ast.Window, op: LogicalOp, alias: str | None, span: Span) -> WindowSpec:
-        scope = Scope()
-        scope.add(alias, tuple(Field(f.name, f.type, alias) for f in op.schema), span)
-        where = None
-        if w.where is not None:
-            where = ExprBinder(scope, where="in a window's WHERE").bind_predicate(w.where)
-        if isinstance(w, ast.RowsWindow):
-            keys: list[int] = []
-            for c in w.partition_by:
-                r = scope.resolve(c.name, c.table, c.span)
-                keys.append(r.index)
-            if w.n is None:
-                return WindowSpec("unbounded", where=where)
-            if w.n < 1:
-                raise CQLError("Rows needs at least 1 row", w.span)
-            return WindowSpec("rows", n=w.n, partition_by=tuple(keys), where=where)
-        if w.size is None:
-            return WindowSpec("unbounded", where=where)
-        size = 0 if w.now else self._duration(w.size)
-        slide = self._duration(w.slide) if w.slide is not None else None
-        if slide is not None and slide < 1:
-            raise CQLError("Slide must be at least one time unit", w.slide.span)  # type: ignore[union-attr]
-        if slide == 1:
-            slide = None
-        return WindowSpec("range", size=size, slide=slide, where=where)
-
-    def _duration(self, d: ast.Duration) -> int:
-        return duration_units(d, self.catalog.time_unit_ns)
 
     # -- subqueries in conditions -------------------------------------------------------------
 
