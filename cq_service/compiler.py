@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from cq_service.cql import ast
-from cq_service.cql.binder import BoundQuery, Catalog, bind_query, duration_units
+from cq_service.cql.bind_window import duration_units
+from cq_service.cql.binder import BoundQuery, Catalog, bind_query
 from cq_service.cql.logical import Field, Source
 from cq_service.cql.parser import parse_query
 from cq_service.errors import CQError, CQLError, Span, SpecError

@@ -20,9 +20,11 @@ __all__ = [
     "AGGREGATES",
     "ExprBinder",
     "OuterRef",
+    "and_all",
     "column_refs",
     "contains_outer",
     "map_columns",
+    "shift_columns",
     "unify",
 ]
 
@@ -396,3 +398,20 @@ def map_columns(e: BExpr, fn: Callable[[BExpr], BExpr | None]) -> BExpr:
     if isinstance(e, CastExpr):
         return CastExpr(map_columns(e.operand, fn), e.type)
     return e
+
+
+def and_all(preds: list[BExpr]) -> BExpr:
+    """The conjunction of one or more predicates."""
+    out = preds[0]
+    for p in preds[1:]:
+        out = Call("and", (out, p), T.BOOL)
+    return out
+
+
+def shift_columns(e: BExpr, delta: int) -> BExpr:
+    """A copy of `e` with every `ColRef` index moved by `delta`."""
+    if delta == 0:
+        return e
+    return map_columns(
+        e, lambda c: ColRef(c.index + delta, c.type, c.name) if isinstance(c, ColRef) else None
+    )

@@ -7,6 +7,11 @@ The shape of a bound SELECT block, bottom to top: FROM items (sources, windows, 
 subqueries) with single-item WHERE conjuncts pushed onto them, joined left to right with
 equi-join keys taken from the conjuncts; mark joins for subqueries in conditions; the remaining
 filter; aggregation and HAVING; the projection; DISTINCT; the relation-to-stream operator.
+
+This module binds query expressions (set operations, Istream/Dstream/Rstream), SELECT blocks,
+FROM items, and subqueries in conditions (mark joins, decorrelation). The parts it calls on:
+expressions (bind_expr), windows and durations (bind_window), the join of the FROM items
+(bind_join), aggregation (bind_aggregate), output names (naming).
 """
 
 from __future__ import annotations
@@ -15,18 +20,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cq_service.cql import ast
+from cq_service.cql.bind_aggregate import bind_aggregate, has_aggregate
 from cq_service.cql.bind_expr import (
-    AGGREGATES,
     ExprBinder,
     OuterRef,
+    and_all,
     column_refs,
     contains_outer,
     map_columns,
+    shift_columns,
     unify,
 )
+from cq_service.cql.bind_join import FromItem, join_items
+from cq_service.cql.bind_window import bind_window
 from cq_service.cql.clocks import add_query_clocks
 from cq_service.cql.logical import (
-    AggCall,
     Aggregate,
     BExpr,
     Call,
@@ -36,7 +44,6 @@ from cq_service.cql.logical import (
     Distinct,
     Field,
     Filter,
-    Join,
     LogicalOp,
     MarkJoin,
     Project,
@@ -48,34 +55,14 @@ from cq_service.cql.logical import (
     WindowOp,
     WindowSpec,
 )
-from cq_service.cql.naming import OutputName, unique_names
+from cq_service.cql.naming import OutputName, output_name, unique_names
 from cq_service.cql.scope import Scope
 from cq_service.errors import CQLError, Span
 from cq_service.types import DataType
 
-__all__ = ["BoundQuery", "Catalog", "bind_query", "duration_units"]
+__all__ = ["BoundQuery", "Catalog", "bind_query"]
 
 T = DataType
-
-UNIT_NS = {
-    "millisecond": 1_000_000,
-    "second": 1_000_000_000,
-    "minute": 60_000_000_000,
-    "hour": 3_600_000_000_000,
-    "day": 86_400_000_000_000,
-}
-
-
-def duration_units(d: ast.Duration, time_unit_ns: int) -> int:
-    """A CQL duration in the pipeline's time unit (a number without a unit is already in it)."""
-    if d.unit is None:
-        return d.amount
-    ns = d.amount * UNIT_NS[d.unit]
-    if ns % time_unit_ns:
-        raise CQLError(
-            f"{d.amount} {d.unit}(s) is not a whole number of the pipeline's time unit", d.span
-        )
-    return ns // time_unit_ns
 
 
 @dataclass(frozen=True)
@@ -123,54 +110,12 @@ class _Result:
     decorrelated: tuple | None = None
 
 
-@dataclass
-class _FromItem:
-    op: LogicalOp
-    alias: str | None
-    unwindowed_stream: bool
-    span: Span
-
-
 def _conjuncts(e: ast.Expr | None) -> list[ast.Expr]:
     if e is None:
         return []
     if isinstance(e, ast.BinaryOp) and e.op == "and":
         return _conjuncts(e.left) + _conjuncts(e.right)
     return [e]
-
-
-def _shift(e: BExpr, delta: int) -> BExpr:
-    if delta == 0:
-        return e
-    return map_columns(
-        e, lambda c: ColRef(c.index + delta, c.type, c.name) if isinstance(c, ColRef) else None
-    )
-
-
-def _is_aggregate_call(e: ast.Expr) -> bool:
-    return isinstance(e, ast.FuncCall) and e.name in AGGREGATES
-
-
-def _has_aggregate(e: ast.Expr | None) -> bool:
-    """Whether `e` calls an aggregate outside any subquery."""
-    if e is None:
-        return False
-    if _is_aggregate_call(e):
-        return True
-    if isinstance(e, ast.InSubquery | ast.Exists | ast.Quantified | ast.ScalarSubquery):
-        return isinstance(e, ast.InSubquery | ast.Quantified) and _has_aggregate(e.operand)
-    for name in getattr(e, "__dataclass_fields__", {}):
-        if name in ("span", "query"):
-            continue
-        v = getattr(e, name)
-        items = v if isinstance(v, tuple) else (v,)
-        for x in items:
-            if isinstance(x, tuple):
-                if any(_has_aggregate(y) for y in x if not isinstance(y, str)):
-                    return True
-            elif x is not None and not isinstance(x, str | bool | int | float) and _has_aggregate(x):
-                return True
-    return False
 
 
 class _QueryBinder:
@@ -219,7 +164,7 @@ class _QueryBinder:
 
     def select(self, sel: ast.Select, outer: Scope | None, as_relation: bool) -> _Result:
         scope = Scope(parent=outer)
-        items: list[_FromItem] = []
+        items: list[FromItem] = []
         conj_ast: list[ast.Expr] = []
         for fi in sel.from_:
             self._flatten(fi, items, conj_ast)
@@ -243,13 +188,13 @@ class _QueryBinder:
         correlation = [b for b, _ in bound if contains_outer(b)]
         local = [(b, c) for b, c in bound if not contains_outer(b)]
 
-        plan = self._join(items, scope, local, width)
+        plan = join_items(items, scope, local, width)
         from_op = plan
         for m in marks:
             plan = m.build(plan)
         mark_conds = [b for b, _ in local if any(i >= width for i in column_refs(b))]
         if mark_conds:
-            plan = Filter(plan, _and_all(mark_conds), sel.span)
+            plan = Filter(plan, and_all(mark_conds), sel.span)
             if marks:
                 # Drop the mark columns again: nothing after the filter reads them.
                 plan = Project(
@@ -267,12 +212,12 @@ class _QueryBinder:
             )
 
         is_agg = bool(sel.group_by) or sel.having is not None or any(
-            _has_aggregate(i.expr) for i in sel.items
+            has_aggregate(i.expr) for i in sel.items
         )
         if is_agg and correlation and not marks:
             return self._decorrelated(sel, scope, plan, correlation)
         if is_agg:
-            plan, names = self._aggregate(sel, scope, plan)
+            plan, names = bind_aggregate(sel, scope, plan)
         else:
             plan, names = self._project(sel, scope, plan)
         if sel.distinct:
@@ -303,7 +248,7 @@ class _QueryBinder:
             )
         return res
 
-    def _flatten(self, fi: ast.FromItem, items: list[_FromItem], conj: list[ast.Expr]) -> None:
+    def _flatten(self, fi: ast.FromItem, items: list[FromItem], conj: list[ast.Expr]) -> None:
         if isinstance(fi, ast.JoinRef):
             self._flatten(fi.left, items, conj)
             self._flatten(fi.right, items, conj)
@@ -311,7 +256,7 @@ class _QueryBinder:
             return
         items.append(self._from_item(fi))
 
-    def _from_item(self, fi: ast.TableRef | ast.SubqueryRef) -> _FromItem:
+    def _from_item(self, fi: ast.TableRef | ast.SubqueryRef) -> FromItem:
         if isinstance(fi, ast.TableRef):
             op, alias = self._named(fi.name, fi.span), fi.alias or fi.name
         else:
@@ -331,17 +276,19 @@ class _QueryBinder:
             op = Sample(op, float(fi.sample), 0, fi.span)
         if op.is_stream:
             unwindowed = fi.window is None
-            spec = self._window(fi.window, op, alias, fi.span) if fi.window else WindowSpec("unbounded")
+            spec = WindowSpec("unbounded")
+            if fi.window:
+                spec = bind_window(fi.window, op, alias, fi.span, self.catalog.time_unit_ns)
             names = (alias,) if alias else ()
             if isinstance(fi, ast.TableRef) and fi.name != alias:
                 names += (fi.name,)
             window = WindowOp(op, spec, fi.span, names)
-            return _FromItem(window, alias, unwindowed, fi.span)
+            return FromItem(window, alias, unwindowed, fi.span)
         if fi.window is not None:
             raise CQLError(
                 f"'{alias or 'subquery'}' is a relation; windows apply to streams only", fi.window.span
             )
-        return _FromItem(op, alias, False, fi.span)
+        return FromItem(op, alias, False, fi.span)
 
     def _named(self, name: str, span: Span) -> LogicalOp:
         low = name.lower()
@@ -352,95 +299,6 @@ class _QueryBinder:
             fields = tuple(Field(n, f.type) for n, f in zip(v.columns, v.plan.schema))
             return View(v.name, v.plan, fields, span)
         raise CQLError(f"unknown stream, relation or view '{name}'", span)
-
-    # -- windows ------------------------------------------------------------------------------
-
-    def _window(self, w: ast.Window, op: LogicalOp, alias: str | None, span: Span) -> WindowSpec:
-        scope = Scope()
-        scope.add(alias, tuple(Field(f.name, f.type, alias) for f in op.schema), span)
-        where = None
-        if w.where is not None:
-            where = ExprBinder(scope, where="in a window's WHERE").bind_predicate(w.where)
-        if isinstance(w, ast.RowsWindow):
-            keys: list[int] = []
-            for c in w.partition_by:
-                r = scope.resolve(c.name, c.table, c.span)
-                keys.append(r.index)
-            if w.n is None:
-                return WindowSpec("unbounded", where=where)
-            if w.n < 1:
-                raise CQLError("Rows needs at least 1 row", w.span)
-            return WindowSpec("rows", n=w.n, partition_by=tuple(keys), where=where)
-        if w.size is None:
-            return WindowSpec("unbounded", where=where)
-        size = 0 if w.now else self._duration(w.size)
-        slide = self._duration(w.slide) if w.slide is not None else None
-        if slide is not None and slide < 1:
-            raise CQLError("Slide must be at least one time unit", w.slide.span)  # type: ignore[union-attr]
-        if slide == 1:
-            slide = None
-        return WindowSpec("range", size=size, slide=slide, where=where)
-
-    def _duration(self, d: ast.Duration) -> int:
-        return duration_units(d, self.catalog.time_unit_ns)
-
-    # -- joins --------------------------------------------------------------------------------
-
-    def _join(
-        self,
-        items: list[_FromItem],
-        scope: Scope,
-        conjuncts: list[tuple[BExpr, ast.Expr]],
-        width: int,
-    ) -> LogicalOp:
-        """Join the FROM items left to right, pushing each conjunct as low as it can go."""
-        pending = [b for b, _ in conjuncts if not any(i >= width for i in column_refs(b))]
-        per_item: dict[int, list[BExpr]] = {}
-        per_step: dict[int, list[BExpr]] = {}
-        top: list[BExpr] = []
-        for b in pending:
-            refs = column_refs(b)
-            if not refs:
-                top.append(b)
-                continue
-            owners = {scope.item_of(i) for i in refs}
-            if len(owners) == 1:
-                per_item.setdefault(owners.pop(), []).append(b)
-            else:
-                per_step.setdefault(max(owners), []).append(b)
-        ops: list[LogicalOp] = []
-        for k, it in enumerate(items):
-            op = it.op
-            if k in per_item:
-                off = scope.items[k].offset
-                op = Filter(op, _and_all([_shift(b, -off) for b in per_item[k]]), it.span)
-            ops.append(op)
-        if not ops:
-            raise CQLError("a query needs a FROM list", Span())
-        plan = ops[0]
-        for k in range(1, len(ops)):
-            off = scope.items[k].offset
-            lkeys: list[BExpr] = []
-            rkeys: list[BExpr] = []
-            residual: list[BExpr] = []
-            for b in per_step.get(k, []):
-                pair = _equi_key(b, off)
-                if pair is None:
-                    residual.append(b)
-                else:
-                    lkeys.append(pair[0])
-                    rkeys.append(_shift(pair[1], -off))
-            plan = Join(
-                plan,
-                ops[k],
-                tuple(lkeys),
-                tuple(rkeys),
-                _and_all(residual) if residual else None,
-                items[k].span,
-            )
-        if top:
-            plan = Filter(plan, _and_all(top), items[0].span)
-        return plan
 
     # -- subqueries in conditions -------------------------------------------------------------
 
@@ -513,7 +371,7 @@ class _QueryBinder:
             pair = _correlation_key(c)
             if pair is not None:
                 lkeys.append(pair[0])
-                rkeys.append(_shift(pair[1], 1))
+                rkeys.append(shift_columns(pair[1], 1))
             else:
                 rest.append(c)
 
@@ -521,14 +379,14 @@ class _QueryBinder:
             lw = len(left.schema)
             corr = None
             if rest:
-                corr = _and_all([_to_pair_row(c, lw) for c in rest])
+                corr = and_all([_to_pair_row(c, lw) for c in rest])
             return MarkJoin(
                 left, right, mode, mark, probe, op_name, tuple(lkeys), tuple(rkeys), corr, span=node.span
             )
 
         return _Mark(expr, build)
 
-    # -- aggregation and projection ----------------------------------------------------------
+    # -- correlated aggregates and projection ------------------------------------------------
 
     def _decorrelated(
         self, sel: ast.Select, scope: Scope, plan: LogicalOp, correlation: list[BExpr]
@@ -546,7 +404,7 @@ class _QueryBinder:
             )
         inner = [p[1] for p in pairs]  # type: ignore[index]
         outer = [p[0] for p in pairs]  # type: ignore[index]
-        proj, names = self._aggregate(sel, scope, plan, inner)
+        proj, names = bind_aggregate(sel, scope, plan, inner)
         assert isinstance(proj, Project)
         value = proj.exprs[0]
         nkeys = len(inner)
@@ -571,89 +429,6 @@ class _QueryBinder:
         res = _Result(right, names)
         res.decorrelated = (tuple(outer), tuple(ColRef(1 + i, k.type) for i, k in enumerate(inner)), default)
         return res
-
-    def _aggregate(
-        self,
-        sel: ast.Select,
-        scope: Scope,
-        plan: LogicalOp,
-        extra_keys: list[BExpr] | None = None,
-    ) -> tuple[LogicalOp, list[OutputName]]:
-        base = ExprBinder(scope, where="in GROUP BY")
-        keys = list(extra_keys or []) + [base.bind(g) for g in sel.group_by]
-        for k, g in zip(keys, sel.group_by):
-            if contains_outer(k):
-                raise CQLError("GROUP BY may not reference an enclosing query", g.span)
-        aggs: list[AggCall] = []
-        arg_binder = ExprBinder(scope, where="inside an aggregate")
-
-        def on_aggregate(fc: ast.FuncCall) -> BExpr:
-            if fc.star:
-                if fc.name != "count":
-                    raise CQLError(f"{fc.name.upper()}(*) is not allowed; only COUNT(*)", fc.span)
-                arg = None
-            else:
-                if len(fc.args) != 1:
-                    raise CQLError(f"{fc.name.upper()} takes one argument", fc.span)
-                arg = arg_binder.bind(fc.args[0])
-                if contains_outer(arg):
-                    raise CQLError("an aggregate may not reference an enclosing query", fc.span)
-                if fc.name in ("sum", "avg") and arg.type not in (T.INT, T.FLOAT, T.TIMESTAMP, T.NULL):
-                    raise CQLError(f"{fc.name.upper()} needs a number, not {arg.type}", fc.args[0].span)
-            if fc.name == "count":
-                t = T.INT
-            elif fc.name == "avg":
-                t = T.FLOAT
-            elif arg is not None and arg.type == T.TIMESTAMP and fc.name == "sum":
-                t = T.INT
-            else:
-                t = arg.type if arg is not None and arg.type != T.NULL else T.INT
-            call = AggCall(fc.name, arg, fc.distinct and arg is not None, t)  # type: ignore[arg-type]
-            if call not in aggs:
-                aggs.append(call)
-            return ColRef(len(keys) + aggs.index(call), t, fc.name)
-
-        def on_other(node: ast.Expr) -> BExpr | None:
-            if _is_aggregate_call(node) or isinstance(node, ast.Literal):
-                return None
-            if isinstance(node, ast.InSubquery | ast.Exists | ast.Quantified | ast.ScalarSubquery):
-                raise CQLError(
-                    "a subquery in the select list or HAVING of an aggregate query is not supported",
-                    node.span,
-                )
-            try:
-                b = base.bind(node)
-            except CQLError:
-                if isinstance(node, ast.Column):
-                    raise
-                return None
-            for i, k in enumerate(keys):
-                if b == k:
-                    return ColRef(i, k.type, getattr(k, "name", ""))
-            if isinstance(node, ast.Column):
-                raise CQLError(
-                    f"column '{node.name}' must appear in GROUP BY or be used in an aggregate function",
-                    node.span,
-                )
-            return None
-
-        post = ExprBinder(scope, on_aggregate=on_aggregate, on_other=on_other, where="here")
-        # Bind select items and HAVING first: that registers every aggregate.
-        exprs: list[BExpr] = []
-        names: list[OutputName] = []
-        for item in sel.items:
-            if isinstance(item.expr, ast.Star):
-                raise CQLError("'*' is not allowed in an aggregate query", item.span)
-            exprs.append(post.bind(item.expr))
-            names.append(self._name_of(item, scope))
-        having = post.bind_predicate(sel.having) if sel.having is not None else None
-        key_fields = tuple(Field(f"_k{i}", k.type) for i, k in enumerate(keys))
-        agg_fields = tuple(Field(f"_a{i}", a.type) for i, a in enumerate(aggs))
-        op: LogicalOp = Aggregate(plan, tuple(keys), tuple(aggs), key_fields + agg_fields, span=sel.span)
-        if having is not None:
-            op = Filter(op, having, sel.having.span)  # type: ignore[union-attr]
-        fields = tuple(Field(n.name, e.type, n.table) for n, e in zip(names, exprs))
-        return Project(op, tuple(exprs), fields, sel.span), names
 
     def _project(self, sel: ast.Select, scope: Scope, plan: LogicalOp) -> tuple[LogicalOp, list[OutputName]]:
         marks: list[_Mark] = []
@@ -687,30 +462,11 @@ class _QueryBinder:
                     item.span,
                 )
             exprs.append(e)
-            names.append(self._name_of(item, scope))
+            names.append(output_name(item, scope))
         for m in marks:
             plan = m.build(plan)
         fields = tuple(Field(n.name, e.type, n.table) for n, e in zip(names, exprs))
         return Project(plan, tuple(exprs), fields, sel.span), names
-
-    def _name_of(self, item: ast.SelectItem, scope: Scope) -> OutputName:
-        if item.alias is not None:
-            return OutputName(item.alias, None, False)
-        e = item.expr
-        if isinstance(e, ast.Column):
-            r = scope.resolve(e.name, e.table, e.span)
-            table = None
-            if r.depth == 0:
-                table = scope.items[scope.item_of(r.index)].alias
-            return OutputName(r.field.name, table, True)
-        if isinstance(e, ast.FuncCall):
-            return OutputName(e.name, None, False)
-        if isinstance(e, ast.Case):
-            return OutputName("case", None, False)
-        if isinstance(e, ast.Cast) and isinstance(e.operand, ast.Column):
-            r = scope.resolve(e.operand.name, e.operand.table, e.operand.span)
-            return OutputName(r.field.name, None, False)
-        return OutputName("?column?", None, False)
 
 
 @dataclass(frozen=True)
@@ -720,29 +476,6 @@ class _Mark:
 
     ref: BExpr
     build: Callable[[LogicalOp], LogicalOp]
-
-
-def _and_all(preds: list[BExpr]) -> BExpr:
-    out = preds[0]
-    for p in preds[1:]:
-        out = Call("and", (out, p), T.BOOL)
-    return out
-
-
-def _equi_key(b: BExpr, off: int) -> tuple[BExpr, BExpr] | None:
-    """(left expr, right expr) when `b` is ``l = r`` with l over columns < off and r over
-    columns ≥ off (or the other way round)."""
-    if not (isinstance(b, Call) and b.fn == "eq"):
-        return None
-    x, y = b.args
-    rx, ry = column_refs(x), column_refs(y)
-    if not rx or not ry:
-        return None
-    if max(rx) < off <= min(ry):
-        return x, y
-    if max(ry) < off <= min(rx):
-        return y, x
-    return None
 
 
 def _correlation_key(c: BExpr) -> tuple[BExpr, BExpr] | None:

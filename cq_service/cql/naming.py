@@ -1,11 +1,15 @@
-"""Output column names (DESIGN §5, docs/semantics.md "Output")."""
+"""Output column names (DESIGN §5, docs/semantics.md "Output"): the name each select item asks
+for, and the unique names of a query's columns."""
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
 
-__all__ = ["OutputName", "unique_names"]
+from cq_service.cql import ast
+from cq_service.cql.scope import Scope
+
+__all__ = ["OutputName", "output_name", "unique_names"]
 
 
 @dataclass(frozen=True)
@@ -16,6 +20,27 @@ class OutputName:
     name: str
     table: str | None
     from_column: bool
+
+
+def output_name(item: ast.SelectItem, scope: Scope) -> OutputName:
+    """The name a select item asks for (its alias, column, function, ...)."""
+    if item.alias is not None:
+        return OutputName(item.alias, None, False)
+    e = item.expr
+    if isinstance(e, ast.Column):
+        r = scope.resolve(e.name, e.table, e.span)
+        table = None
+        if r.depth == 0:
+            table = scope.items[scope.item_of(r.index)].alias
+        return OutputName(r.field.name, table, True)
+    if isinstance(e, ast.FuncCall):
+        return OutputName(e.name, None, False)
+    if isinstance(e, ast.Case):
+        return OutputName("case", None, False)
+    if isinstance(e, ast.Cast) and isinstance(e.operand, ast.Column):
+        r = scope.resolve(e.operand.name, e.operand.table, e.operand.span)
+        return OutputName(r.field.name, None, False)
+    return OutputName("?column?", None, False)
 
 
 def unique_names(names: list[OutputName]) -> list[str]:

@@ -3,136 +3,42 @@ schema cannot express (names unique across streams, relations and queries, case-
 the timestamp column's type; source files that must exist; formats known from the extension;
 durations in whole time units; `resources.latency_bound` exactly with chain_bounded; QoS ranges
 and granularity ladders; sizes of memory budgets), every problem collected with its position.
+
+This module builds streams, relations, queries, QoS, resources and the archive, and checks the
+names; sources and sinks are built by `endpoints`, durations and sizes read by `quantities`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path as FsPath
 from typing import Any
 
 from cq_service.errors import Span, SpecError
+from cq_service.spec.endpoints import Endpoints
 from cq_service.spec.model import (
     DEFAULT_ARCHIVE_DIR,
     DEFAULT_RUNNER,
     DEFAULT_SCHEDULER,
     LATENCY_BOUNDED_SCHEDULER,
-    TIME_UNITS,
     ArchiveSpec,
     FieldSpec,
     PipelineSpec,
     QosSpec,
     QuerySpec,
     ResourcesSpec,
-    SinkSpec,
-    SourceSpec,
     StreamSpec,
     WindowRange,
 )
 from cq_service.spec.positions import Path, YamlDocument
-from cq_service.spec.schema import ENTITIES, definite, describe_path
+from cq_service.spec.quantities import parse_duration, parse_size
+from cq_service.spec.schema import ENTITIES, describe_path
 from cq_service.types import DataType, parse_type
-
-# The keys of a generator source (the schema checks their types).
-GENERATOR_OPTIONS = ("generator", "table", "events", "seed", "rate", "pace")
-# The keys of a catalog source (relations only: rows stored in the SQL catalog).
-CATALOG_OPTIONS = ("name", "url")
-# The keys of a kafka source and sink (the schema checks their types; io/kafka.py reads them
-# and rejects any other).
-KAFKA_SOURCE_OPTIONS = (
-    "topic",
-    "bootstrap_servers",
-    "group",
-    "key",
-    "dead_letter_topic",
-    "start",
-    "time",
-    "idle_timeout",
-    "client",
-    "consumer",
-)
-KAFKA_SINK_OPTIONS = ("topic", "bootstrap_servers", "key", "client", "producer")
-
-# File extension -> format, for sources and sinks that do not say.
-FORMAT_EXTENSIONS: Mapping[str, str] = {
-    ".csv": "csv",
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-    ".parquet": "parquet",
-    ".pq": "parquet",
-}
-
-# Duration unit spellings (lower case) -> nanoseconds.
-_DURATION_UNITS: Mapping[str, int] = {
-    **{u: 1 for u in ("ns", "nanosecond", "nanoseconds")},
-    **{u: 1_000 for u in ("us", "microsecond", "microseconds")},
-    **{u: 1_000_000 for u in ("ms", "millisecond", "milliseconds")},
-    **{u: 1_000_000_000 for u in ("s", "sec", "secs", "second", "seconds")},
-    **{u: 60_000_000_000 for u in ("min", "mins", "minute", "minutes")},
-    **{u: 3_600_000_000_000 for u in ("h", "hour", "hours")},
-    **{u: 86_400_000_000_000 for u in ("d", "day", "days")},
-}
-_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]+)\s*$")
-_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]i?B|B)?\s*$")
-_SIZE_UNITS: Mapping[str, int] = {
-    "B": 1,
-    **{f"{p}B": 1000 ** (k + 1) for k, p in enumerate("KMGT")},
-    **{f"{p}iB": 1024 ** (k + 1) for k, p in enumerate("KMGT")},
-}
 
 _RESERVED_COLUMNS = ("_ts", "_op")
 _TIMESTAMP_TYPES = (DataType.INT, DataType.TIMESTAMP)
-
-
-def parse_duration(text: str, time_unit: str) -> int:
-    """A duration such as ``"5 seconds"`` or ``"500 ms"`` as a whole number of `time_unit`.
-
-    Raises ValueError for an unknown unit or a duration that is not a whole number of units.
-    """
-    match = _DURATION.match(text)
-    if match is None:
-        raise ValueError(f"'{text}' is not a duration such as '5 seconds' or '500 ms'")
-    number, unit = match.groups()
-    unit_ns = _DURATION_UNITS.get(unit.lower())
-    if unit_ns is None:
-        raise ValueError(
-            f"unknown unit '{unit}' in duration '{text.strip()}' "
-            "(use ns, us, ms, s, min, h, d or their names, e.g. 'seconds')"
-        )
-    units = Fraction(number) * unit_ns / TIME_UNITS[time_unit]
-    if units.denominator != 1:
-        raise ValueError(f"duration '{text.strip()}' is not a whole number of {time_unit}")
-    return int(units)
-
-
-def _relative_sqlite(url: str, base_dir: FsPath) -> str:
-    """A catalog URL with a relative SQLite path (``sqlite:///cat.db`` or a bare path) made
-    absolute against `base_dir`; other URLs as they are."""
-    prefix = "sqlite:///"
-    if url.startswith(prefix):
-        rest = url[len(prefix) :]
-    elif "://" not in url:
-        rest = url
-    else:
-        return url
-    where, sep, query = rest.partition("?")
-    if not where or where.startswith(("/", "file:")) or where == ":memory:":
-        return url
-    return f"{prefix}{(base_dir / where).resolve()}{sep}{query}"
-
-
-def _brokers(raw: Mapping[str, Any]) -> str:
-    """A kafka source's or sink's `bootstrap_servers` as written, normalised ("" for the
-    default), to tell whether two of them name the same cluster."""
-    servers = raw.get("bootstrap_servers")
-    if servers is None:
-        return ""
-    items = servers.split(",") if isinstance(servers, str) else servers
-    return ",".join(sorted(str(s).strip() for s in items))
 
 
 # --- checks after the schema -------------------------------------------------------------------
@@ -153,9 +59,7 @@ class SpecBuilder:
         self.base_dir = base_dir
         self.errors: list[SpecError] = []
         self.time_unit: str = doc.value.get("time_unit", "ms")
-        self.sources: dict[str, str] = {}  # absolute source path -> owner description
-        self.sinks: dict[str, tuple[str, Span]] = {}  # absolute sink path -> (owner, span)
-        self.topics: dict[tuple[str, str], str] = {}  # (brokers, source topic) -> owner
+        self.endpoints = Endpoints(doc, base_dir, self.time_unit, self._error, self._duration)
 
     def build(self, path: str) -> PipelineSpec:
         value = self.doc.value
@@ -176,7 +80,7 @@ class SpecBuilder:
             streams=streams,
             relations=relations,
             queries=queries,
-            dead_letter=self._dead_letter(value["name"]),
+            dead_letter=self.endpoints.dead_letter(value["name"]),
             path=path,
             base_dir=str(self.base_dir),
             resources=self._resources(),
@@ -195,9 +99,9 @@ class SpecBuilder:
         timestamp = raw.get("timestamp")
         if timestamp is not None:
             self._check_timestamp(timestamp, schema, path, what)
-        source = self._source(raw["source"], (*path, "source"), what, name)
+        source = self.endpoints.source(raw["source"], (*path, "source"), what, name)
         if source.type == "kafka":
-            self._check_kafka_source(source, schema, timestamp, path)
+            self.endpoints.check_kafka_source(source, schema, timestamp, path)
         max_delay = 0
         if "max_delay" in raw:
             max_delay = self._duration(raw["max_delay"], (*path, "max_delay"))
@@ -280,143 +184,14 @@ class SpecBuilder:
             self._error(f"{describe_path(path)}: {exc}", self.doc.span(path))
             return 0
 
-    def _source(self, raw: Mapping[str, Any], path: Path, owner: str, name: str) -> SourceSpec:
-        file_path, fmt = self._file(raw, path, "source")
-        options: dict[str, Any] = {}
-        for key in raw:
-            if key in CATALOG_OPTIONS:
-                wrong, kind = raw.get("type") != "catalog", "catalog"
-            elif key in KAFKA_SOURCE_OPTIONS:
-                wrong, kind = raw.get("type") != "kafka", "kafka"
-            else:
-                wrong = (key in GENERATOR_OPTIONS) != (raw.get("type") == "generator")
-                kind = "generator" if key in GENERATOR_OPTIONS else "file"
-            if wrong and key not in ("type",):
-                self._error(
-                    f"'{key}' only applies to {kind} sources, "
-                    f"but {definite(describe_path(path))} is of type {raw.get('type')}",
-                    self.doc.span((*path, key), key=True),
-                )
-        if raw.get("type") == "catalog":
-            options = self._catalog_options(raw, path, owner, name)
-        elif raw.get("type") == "kafka":
-            options = self._kafka_source_options(raw, path, owner, name)
-        elif raw.get("type") == "generator":
-            options = {k: raw[k] for k in GENERATOR_OPTIONS if k in raw}
-            options.setdefault("seed", 0)
-            options.setdefault("rate", 10_000)
-        elif fmt == "csv":
-            options = {"delimiter": raw.get("delimiter", ","), "header": raw.get("header", True)}
-        elif fmt is not None:
-            for key in ("delimiter", "header"):
-                if key in raw:
-                    self._error(
-                        f"'{key}' only applies to csv files, but {definite(describe_path(path))} is {fmt}",
-                        self.doc.span((*path, key), key=True),
-                    )
-        if file_path is not None:
-            self._check_exists(file_path, fmt, raw["path"], (*path, "path"), owner)
-            self.sources.setdefault(file_path, owner)
-        return SourceSpec(
-            type=raw["type"],
-            path=file_path,
-            format=fmt,
-            options=options,
-            span=self.doc.span(path, key=True),
-        )
-
-    def _catalog_options(
-        self, raw: Mapping[str, Any], path: Path, owner: str, name: str
-    ) -> dict[str, Any]:
-        """A catalog source: the catalog relation's `name`, the catalog `url` (None: the
-        default, chosen when read) and the reading `pipeline` (it sees the shared rows and its
-        own). Relations only."""
-        if path[0] != "relations":
-            self._error(
-                f"{owner}: source type 'catalog' is for relations only "
-                "(a stream cannot be read from the catalog)",
-                self.doc.span((*path, "type")),
-            )
-        url = raw.get("url")
-        return {
-            "name": raw.get("name", name),
-            "url": None if url is None else _relative_sqlite(url, self.base_dir),
-            "pipeline": self.doc.value["name"],
-        }
-
-    def _kafka_source_options(
-        self, raw: Mapping[str, Any], path: Path, owner: str, name: str
-    ) -> dict[str, Any]:
-        """A kafka source's options as written, the consumer `group` defaulting to
-        ``cq.<pipeline>.<stream>`` and `idle_timeout` in seconds (io/kafka.py: the rest)."""
-        options = {k: raw[k] for k in KAFKA_SOURCE_OPTIONS if k in raw}
-        options.setdefault("group", f"cq.{self.doc.value['name']}.{name}")
-        if "idle_timeout" in raw:
-            units = self._duration(raw["idle_timeout"], (*path, "idle_timeout"))
-            options["idle_timeout"] = units * TIME_UNITS[self.time_unit] / 1e9
-        self.topics.setdefault((_brokers(raw), raw["topic"]), owner)
-        return options
-
-    def _check_kafka_source(
-        self, source: SourceSpec, schema: tuple[FieldSpec, ...], timestamp: str | None, path: Path
-    ) -> None:
-        """A kafka source's `key` names a schema column; `time: record` fills the timestamp."""
-        what = definite(describe_path((*path, "source")))
-        key = source.options.get("key")
-        columns = [f.name for f in schema]
-        if key is not None and key not in columns:
-            self._error(
-                f"key {key!r} of {what} is not a column of its schema ({', '.join(columns)})",
-                self.doc.span((*path, "source", "key")),
-            )
-        if source.options.get("time") == "record" and timestamp is None:
-            self._error(
-                f"time: record in {what} fills the stream's timestamp field with the message "
-                "timestamps, but the stream has no `timestamp:`",
-                self.doc.span((*path, "source", "time")),
-            )
-
-    def _check_exists(
-        self, file_path: str, fmt: str | None, shown: str, path: Path, owner: str
-    ) -> None:
-        target = FsPath(file_path)
-        if not target.exists():
-            self._error(
-                f"source file '{shown}' of {owner} does not exist (looked for {target})",
-                self.doc.span(path),
-            )
-        elif target.is_dir() and fmt != "parquet":
-            self._error(
-                f"source path '{shown}' of {owner} is a folder, not a file", self.doc.span(path)
-            )
-
-    def _file(self, raw: Mapping[str, Any], path: Path, role: str) -> tuple[str | None, str | None]:
-        """(absolute path, format) of a file source or sink; (None, None) for other types."""
-        if raw.get("type") != "file":
-            return None, None
-        shown = raw["path"]
-        resolved = FsPath(shown)
-        if not resolved.is_absolute():
-            resolved = self.base_dir / resolved
-        resolved = resolved.resolve()
-        fmt = raw.get("format") or FORMAT_EXTENSIONS.get(resolved.suffix.lower())
-        if fmt is None:
-            known = ", ".join(sorted(set(FORMAT_EXTENSIONS.values())))
-            self._error(
-                f"cannot tell the format of {role} file '{shown}' from its extension; "
-                f"add format: one of {known}",
-                self.doc.span((*path, "path")),
-            )
-        return str(resolved), fmt
-
-    # queries and sinks
+    # queries
 
     def _query(self, name: str) -> QuerySpec:
         path: Path = ("queries", name)
         raw = self.doc.value["queries"][name]
         sink = None
         if "sink" in raw:
-            sink = self._sink(raw["sink"], (*path, "sink"), f"query '{name}'")
+            sink = self.endpoints.sink(raw["sink"], (*path, "sink"), f"query '{name}'")
         return QuerySpec(
             name=name,
             cql=raw["cql"],
@@ -488,50 +263,6 @@ class SpecBuilder:
                 return ()
         return tuple(rungs)
 
-    def _sink(self, raw: Mapping[str, Any], path: Path, owner: str) -> SinkSpec:
-        file_path, fmt = self._file(raw, path, "sink")
-        span = self.doc.span(path, key=True)
-        if file_path is not None:
-            self._check_sink_path(file_path, raw["path"], (*path, "path"), owner)
-        options: dict[str, Any] = {}
-        if raw["type"] == "kafka":
-            options = {k: raw[k] for k in KAFKA_SINK_OPTIONS if k in raw}
-            if isinstance(options.get("key"), str):
-                options["key"] = [options["key"]]
-            source = self.topics.get((_brokers(raw), raw["topic"]))
-            if source is not None:
-                self._error(
-                    f"sink topic '{raw['topic']}' of {owner} is the source of {source}; "
-                    "writing it would feed the results back in",
-                    self.doc.span((*path, "topic")),
-                )
-        return SinkSpec(type=raw["type"], path=file_path, format=fmt, options=options, span=span)
-
-    def _check_sink_path(self, file_path: str, shown: str, path: Path, owner: str) -> None:
-        span = self.doc.span(path)
-        if file_path in self.sources:
-            self._error(
-                f"sink file '{shown}' of {owner} is the source of {self.sources[file_path]}; "
-                "writing it would overwrite the input",
-                span,
-            )
-        elif file_path in self.sinks:
-            other, other_span = self.sinks[file_path]
-            self._error(
-                f"sink file '{shown}' of {owner} is also written by {other} (line {other_span.line})",
-                span,
-            )
-        else:
-            self.sinks[file_path] = (owner, span)
-
-    def _dead_letter(self, pipeline_name: str) -> SinkSpec:
-        if "dead_letter" in self.doc.value:
-            return self._sink(self.doc.value["dead_letter"], ("dead_letter",), "dead_letter")
-        default = self.base_dir / "out" / f"{pipeline_name}.dead-letter.jsonl"
-        return SinkSpec(
-            type="file", path=str(default), format="jsonl", span=Span(1, 1, file=self.doc.file)
-        )
-
     # resources
 
     def _resources(self) -> ResourcesSpec:
@@ -580,13 +311,12 @@ class SpecBuilder:
         1024 B); None after reporting why not."""
         if isinstance(value, int):
             return value
-        number, unit = _SIZE.match(value).groups()  # the schema checked the pattern
-        size = Fraction(number) * _SIZE_UNITS[unit or "B"]
-        if size.denominator != 1 or size <= 0:
-            self._error(f"{describe_path(path)}: '{value.strip()}' is not a whole number of bytes > 0",
-                        self.doc.span(path))
+        try:
+            return parse_size(value)
+        except ValueError as exc:
+            self._error(f"{describe_path(path)}: {exc}", self.doc.span(path))
             return None
-        return int(size)
+
 
     def _latency_bound(self, value: int | str, path: Path) -> int | None:
         """A latency bound as a whole number of time_unit > 0; None after reporting why not."""
@@ -651,4 +381,3 @@ class SpecBuilder:
                 f"(line {earlier.span.line}); streams, relations and queries share one namespace",
                 entry.span,
             )
-

@@ -19,18 +19,14 @@ from collections.abc import Iterable
 from pathlib import Path as FsPath
 
 from cq_service.errors import CQError, Span, SpecError
-from cq_service.spec.builder import (
-    FORMAT_EXTENSIONS,
-    KAFKA_SINK_OPTIONS,
-    KAFKA_SOURCE_OPTIONS,
-    SpecBuilder,
-    parse_duration,
-)
+from cq_service.spec.builder import SpecBuilder
+from cq_service.spec.endpoints import FORMAT_EXTENSIONS, KAFKA_SINK_OPTIONS, KAFKA_SOURCE_OPTIONS
 from cq_service.spec.exceptions import SpecErrors
 from cq_service.spec.model import (
     PipelineSpec,
 )
 from cq_service.spec.positions import parse_yaml
+from cq_service.spec.quantities import parse_duration
 from cq_service.spec.schema import pipeline_schema, schema_errors
 
 __all__ = [
