@@ -1,0 +1,413 @@
+"""``cq nexmark …`` (generate the NEXMark input) and ``cq bench …`` (the benchmarks: NEXMark,
+scheduling, cost model, backfill, restart, Kafka), mounted by cq_service.cli."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import typer
+
+__all__ = ["bench_app", "nexmark_app"]
+
+nexmark_app = typer.Typer(no_args_is_help=True, help="The NEXMark auction benchmark.")
+
+
+@nexmark_app.command("generate")
+def nexmark_generate(
+    out: Path = typer.Option(Path("nexmark-data"), help="folder for person, auction, bid files"),
+    events: int = typer.Option(1_000_000, help="number of events (1 : 3 : 46)"),
+    seed: int = typer.Option(0, help="random seed: the same seed gives the same events"),
+    rate: float = typer.Option(10_000.0, help="events per second of event time"),
+    fmt: str = typer.Option("parquet", "--format", help="parquet, csv or jsonl"),
+) -> None:
+    """Generate NEXMark persons, auctions and bids (deterministic for a seed)."""
+    import time
+
+    from cq_service.io.nexmark import write
+
+    start = time.perf_counter()
+    try:
+        paths = write(out, events, fmt=fmt, seed=seed, rate=rate)
+    except ValueError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    secs = time.perf_counter() - start
+    typer.echo(f"{events:,} events in {secs:.2f} s ({events / max(secs, 1e-9):,.0f}/s):")
+    for kind, path in paths.items():
+        typer.echo(f"  {kind}: {path}")
+
+
+bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks against other engines.")
+
+
+@bench_app.callback()
+def bench_setup() -> None:
+    """Compile the package's bytecode first: the processes a benchmark times start as an
+    installed package would (bench/bytecode.py)."""
+    from cq_service.bench.bytecode import compile_package
+
+    compile_package()
+
+
+@bench_app.command("nexmark")
+def bench_nexmark(
+    quick: bool = typer.Option(False, help="a small input, one repeat: the CI check"),
+    events: int = typer.Option(5_000_000, help="events to generate (ignored with --quick)"),
+    repeat: int = typer.Option(3, help="runs per engine and query; the median counts"),
+    queries: str = typer.Option(",".join(f"q{i}" for i in range(9)), help="comma-separated"),
+    engines: str = typer.Option("cq,spark,flink", help="comma-separated: cq, spark, flink"),
+    work: Path = typer.Option(Path("benchmarks/data/nexmark"), help="generated data, scratch"),
+    out: Path = typer.Option(Path("benchmarks/results"), help="table, JSON and charts"),
+    latency_seconds: float = typer.Option(5.0, help="length of the real-time replay; 0: skip"),
+    latency_only: bool = typer.Option(
+        False, help="re-measure only our latency for the run saved in --out (same paces)"
+    ),
+    machine_note: str = typer.Option(
+        "", help="said after the machine in the results, e.g. 'shared with other work'"
+    ),
+) -> None:
+    """NEXMark q0-q8 on cq, Spark Structured Streaming and PyFlink over the same generated
+    input: throughput, latency, memory, and a check that the results agree."""
+    import datetime
+    import platform
+
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from cq_service.bench.nexmark import measure_latency, run_benchmark, save
+    from cq_service.bench.nexmark_model import ENGINES, QUERIES, disagreements, load
+
+    if latency_only:
+        rows, meta = load(out)
+        work.mkdir(parents=True, exist_ok=True)
+        for row in rows:
+            typer.echo(f"{row.query}: latency on cq")
+            measure_latency(row, meta["events"], latency_seconds, work)
+        meta["latency_note"] = f"latency re-measured on {datetime.date.today().isoformat()}"
+        save(rows, out, meta)
+        typer.echo((out / "nexmark.md").read_text())
+        return
+    qs = tuple(q.strip() for q in queries.split(",") if q.strip())
+    es = tuple(e.strip() for e in engines.split(",") if e.strip())
+    bad = [q for q in qs if q not in QUERIES] + [e for e in es if e not in ENGINES]
+    if bad or "cq" not in es:
+        typer.echo(f"error: unknown query or engine {bad}, or cq missing", err=True)
+        raise typer.Exit(2)
+    if quick:
+        events, repeat, latency_seconds = 200_000, 1, min(latency_seconds, 2.0)
+    cpu = next(
+        (ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+         if ln.startswith("model name")),
+        platform.processor(),
+    )
+    meta = {
+        "events": events,
+        "repeat": repeat,
+        "seed_note": "seed 0, 10,000 events/s of event time",
+        "machine": f"{os.cpu_count()} cores ({cpu}), {_memory_gib()} GiB, "
+        f"Python {platform.python_version()}" + (f", {machine_note}" if machine_note else ""),
+        "date": datetime.date.today().isoformat(),
+        "quick": quick,
+    }
+    folder = out / "quick" if quick else out
+    steps = 1 + len(qs) * (len(es) * repeat + 1 + (1 if latency_seconds > 0 else 0))
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(), transient=False,
+    ) as bar:
+        task = bar.add_task("NEXMark", total=steps)
+        first = [True]
+
+        def progress(description: str) -> None:
+            if not first[0]:
+                bar.advance(task)
+            first[0] = False
+            bar.update(task, description=description)
+
+        try:
+            rows = run_benchmark(
+                events=events, queries=qs, engines=es, repeat=repeat,
+                latency_seconds=latency_seconds, work=work, progress=progress,
+                # The results so far, saved after every query: a long run stopped early keeps them.
+                on_row=lambda done: save(done, folder, meta),
+            )
+        except RuntimeError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(1) from None
+        bar.update(task, completed=steps, description="done")
+    save(rows, folder, meta)
+    typer.echo((folder / "nexmark.md").read_text())
+    problems = disagreements(rows)
+    if problems:
+        typer.echo("results disagree:\n" + "\n".join(problems), err=True)
+        raise typer.Exit(1)
+
+
+@bench_app.command("scheduling")
+def bench_scheduling(
+    scenario: str = typer.Option(
+        "example1", help="example1, counterexample, stream-example, bursty[-…]"
+    ),
+    policy: list[str] = typer.Option(
+        None, help="repeatable: fifo, round_robin, greedy, chain, chain_bounded, opt"
+    ),
+    json_output: bool = typer.Option(False, "--json", help="print JSON"),
+    bound: int | None = typer.Option(None, help="chain_bounded's latency bound (adds it)"),
+    bounds: str | None = typer.Option(
+        None, help="comma-separated bounds: chain_bounded's peak memory vs p99 latency"
+    ),
+    quantum: int = typer.Option(1, help="round-robin quantum, in units"),
+    seed: int = typer.Option(0, help="seed of the bursty scenarios"),
+) -> None:
+    """Simulate operator scheduling (Chain, docs/scheduling.md) in cost units: memory at each
+    instant, peak and average memory, latency and context switches per policy."""
+    import json
+
+    from cq_service.bench.scheduling import report
+    from cq_service.bench.scheduling.scenarios import scenario as build
+
+    names = list(policy or report.DEFAULT_POLICIES)
+    if bound is not None and not policy:
+        names.append("chain_bounded")
+    try:
+        chosen = build(scenario, seed)
+        runs = report.results(chosen, names, bound=bound, quantum=quantum)
+        levels = [int(b) for b in bounds.split(",") if b.strip()] if bounds else None
+        trade = report.tradeoff(chosen.workload, levels) if levels else None
+    except ValueError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    if json_output:
+        typer.echo(json.dumps(report.as_json(scenario, runs, trade)))
+    else:
+        typer.echo(report.text(chosen, runs, trade))
+
+
+@bench_app.command("costmodel")
+def bench_costmodel(
+    quick: bool = typer.Option(False, "--quick", help="fewer and shorter cases"),
+    json_output: bool = typer.Option(False, "--json", help="print JSON: each case's errors"),
+    seed: int = typer.Option(0, help="seed of the Poisson streams"),
+    out: Path = typer.Option(
+        Path("benchmarks/costmodel/results"), help="where the text and JSON results go"
+    ),
+    only: str | None = typer.Option(
+        None,
+        "--only",
+        help="one experiment: accuracy, shedding, delays or scalability (default: all); "
+        "its text and JSON go to NAME.txt and NAME.json",
+    ),
+    nested_loops: float = typer.Option(
+        1 / 3, "--nested-loops", help="scalability: the share of joins that are nested-loop joins"
+    ),
+    repeat: int | None = typer.Option(
+        None, "--repeat", help="accuracy: runs per case, the median CPU counts (default 3; --quick: 1)"
+    ),
+) -> None:
+    """The cost model against the engine (docs/resources.md): estimated vs measured memory and
+    CPU of joins and aggregations over Poisson streams, out of sample (fitted on one workload,
+    predicting another), window reduction vs load shedding on
+    the paper's equi-join (Figs. 9–11), the adaptation delays of window and granularity
+    changes (Fig. 7; chart delays.png), and the resource manager's scalability (Fig. 12: the
+    worker with hundreds of random queries and the model alone with 5,000; charts
+    scalability.png, scalability-model.png)."""
+    import json
+
+    from cq_service.bench.costmodel import accuracy, delays, scalability, shedding
+
+    names = ("accuracy", "shedding", "delays", "scalability")
+    if only is not None and only not in names:
+        typer.echo(f"error: --only {only}: expected one of {', '.join(names)}", err=True)
+        raise typer.Exit(2)
+    if repeat is not None and repeat < 1:
+        typer.echo("error: --repeat must be at least 1", err=True)
+        raise typer.Exit(2)
+    chosen = names if only is None else (only,)
+    out.mkdir(parents=True, exist_ok=True)
+    suffix = "-quick" if quick else ""
+    data: dict = {}
+    parts: list[str] = []
+    if "accuracy" in chosen:
+        results = accuracy.run(quick=quick, seed=seed, repeat=repeat)
+        data["accuracy"] = accuracy.as_json(results)
+        parts.append(accuracy.text(results))
+    if "shedding" in chosen:
+        data["shedding"] = shedding.run(seconds=120 if quick else 600, seed=seed)
+        parts.append(shedding.text(data["shedding"]))
+    if "delays" in chosen:
+        delayed = delays.run(quick=quick, seed=seed)
+        data["delays"] = delays.as_json(delayed)
+        delays.chart(delayed, out / f"delays{suffix}.png")
+        parts.append(delays.text(delayed))
+    if "scalability" in chosen:
+        scaled = scalability.run(
+            quick=quick,
+            seed=seed,
+            nested_loops=nested_loops,
+            progress=lambda line: typer.echo(line, err=True),
+        )
+        data["scalability"] = scalability.as_json(scaled)
+        scalability.chart(scaled["engine"], out / f"scalability{suffix}.png")
+        scalability.chart(scaled["model"], out / f"scalability-model{suffix}.png")
+        parts.append(scalability.text(scaled))
+    stem = only or "costmodel"
+    (out / f"{stem}{suffix}.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
+    report = "\n\n".join(parts)
+    (out / f"{stem}{suffix}.txt").write_text(report + "\n")
+    typer.echo(json.dumps(data, default=str) if json_output else report)
+
+
+@bench_app.command("backfill")
+def bench_backfill(
+    events: int = typer.Option(1_000_000, help="NEXMark events to generate"),
+    repeat: int = typer.Option(3, help="runs per query and engine; the median counts"),
+    queries: str = typer.Option("q1,q8,q5,q7", help="comma-separated"),
+    partitions: int | None = typer.Option(None, help="Spark partitions (default: cores)"),
+    out: Path = typer.Option(Path("benchmarks/results"), help="where backfill.txt goes"),
+) -> None:
+    """Backfill throughput (events/s) against `cq run` over the same history, both paths."""
+    import os
+
+    from cq_service.bench import backfill
+
+    rows = backfill.run(events, repeat, tuple(queries.split(",")), partitions)
+    report = backfill.text(rows, events, repeat, partitions or os.cpu_count() or 1)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "backfill.txt").write_text(report + "\n")
+    typer.echo(report)
+
+
+@bench_app.command("restart")
+def bench_restart(
+    histories: str = typer.Option("1000000,10000000", help="stream records before the restart"),
+    quick: bool = typer.Option(False, "--quick", help="20,000 and 100,000 records"),
+    bootstrap: str = typer.Option(
+        "127.0.0.1:19092", envvar="CQ_KAFKA_BOOTSTRAP", help="the Kafka broker"
+    ),
+    work: Path = typer.Option(Path("benchmarks/data/restart"), help="scratch folders"),
+    out: Path = typer.Option(Path("benchmarks/results"), help="where restart.md/.json go"),
+    json_out: bool = typer.Option(False, "--json", help="print the results as JSON"),
+    replay_max: int | None = typer.Option(
+        None, help="measure replay only up to this many records (it takes as long as the history)"
+    ),
+    merge: bool = typer.Option(
+        False, "--merge", help="keep the results file's results at the other histories"
+    ),
+) -> None:
+    """Restart time of a worker after H records, from a state snapshot against replay.
+
+    restart.md/.json are rewritten after every measurement, so a long run that is stopped
+    leaves what it measured."""
+    import json
+    from dataclasses import asdict
+
+    from cq_service.bench.restart import RestartResult, report, run_benchmark
+
+    sizes = [20_000, 100_000] if quick else [int(h) for h in histories.split(",")]
+    name = "restart-quick" if quick else "restart"
+    out.mkdir(parents=True, exist_ok=True)
+    kept: list[RestartResult] = []
+    if merge and (out / f"{name}.json").exists():
+        kept = [RestartResult(**r) for r in json.loads((out / f"{name}.json").read_text())
+                if r["history"] not in sizes]
+    measured: list[RestartResult] = []
+
+    def save(result: RestartResult) -> None:
+        measured.append(result)
+        results = kept + measured
+        (out / f"{name}.md").write_text(report(results))
+        (out / f"{name}.json").write_text(json.dumps([asdict(r) for r in results], indent=1))
+
+    run_benchmark(bootstrap, sizes, work, replay_max=replay_max, on_result=save)
+    results = kept + measured
+    typer.echo(json.dumps([asdict(r) for r in results]) if json_out else report(results))
+
+
+@bench_app.command("kafka")
+def bench_kafka(
+    quick: bool = typer.Option(False, "--quick", help="50,000 events, one repeat: the CI check"),
+    events: int = typer.Option(2_000_000, help="bids to produce (asks: a tenth of that)"),
+    seed: int = typer.Option(0, help="random seed of the events"),
+    repeat: int = typer.Option(3, help="runs per engine and query; the median counts"),
+    queries: str = typer.Option(
+        "pass-through,filter,sliding-agg,join,nexmark-q1,nexmark-q5,nexmark-q7",
+        help="comma-separated",
+    ),
+    engines: str = typer.Option(
+        "cq,cq-kafka-python,spark,quix", help="comma-separated: cq, cq-kafka-python, spark, quix"
+    ),
+    bootstrap: str = typer.Option(
+        "127.0.0.1:19092", envvar="CQ_KAFKA_BOOTSTRAP", help="the Kafka broker"
+    ),
+    work: Path = typer.Option(Path("benchmarks/data/kafka"), help="pipelines, scratch"),
+    out: Path = typer.Option(Path("benchmarks/results"), help="where kafka.md/.json go"),
+    machine_note: str = typer.Option("", help="said after the machine in the results"),
+    latency: bool = typer.Option(
+        True, "--latency/--no-latency",
+        help="also measure p50/p99 latency with the input produced at half each engine's "
+        "sustained rate (one more run per engine and query)",
+    ),
+    latency_grace: float = typer.Option(
+        5.0, help="latency phase: seconds between the engine's first connection to the broker "
+        "and the start of production",
+    ),
+) -> None:
+    """Kafka in, Kafka out: pass-through, filter, a sliding aggregate over 10,000 groups, a
+    windowed join and NEXMark q1, q5, q7 on cq (both Kafka clients), Spark Structured Streaming
+    and Quix Streams, throughput and then latency at half rate; fails if any engine's output
+    count differs from the expected one."""
+    import datetime
+    import platform
+
+    from cq_service.bench.kafka_bench import ENGINES, QUERIES, disagreements, run_benchmark
+    from cq_service.bench.kafka_report import save
+
+    qs = tuple(q.strip() for q in queries.split(",") if q.strip())
+    es = tuple(e.strip() for e in engines.split(",") if e.strip())
+    bad = [q for q in qs if q not in QUERIES] + [e for e in es if e not in ENGINES]
+    if bad:
+        typer.echo(f"error: unknown query or engine {bad}", err=True)
+        raise typer.Exit(2)
+    if quick:
+        events, repeat = 50_000, 1
+    cpu = next(
+        (ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+         if ln.startswith("model name")),
+        platform.processor(),
+    )
+    meta = {
+        "events": events, "asks": max(events // 10, 1), "seed": seed, "repeat": repeat,
+        "engines": list(es), "quick": quick, "broker": "4", "latency_grace": latency_grace,
+        "machine": f"{os.cpu_count()} cores ({cpu}), {_memory_gib()} GiB, "
+        f"Python {platform.python_version()}" + (f", {machine_note}" if machine_note else ""),
+        "date": datetime.date.today().isoformat(),
+        "notes": [
+            "Quix Streams runs pass-through, filter and NEXMark q1 only; the sliding aggregate, "
+            "the join, q5 and q7 are not expressed for it here.",
+            "Not run: PyFlink (its Kafka connector is not wired into the bench).",
+            *([] if latency else ["p50/p99 latency at half rate not measured (--no-latency)."]),
+        ],
+    }
+    folder = out / "quick" if quick else out
+    try:
+        rows = run_benchmark(
+            bootstrap=bootstrap, events=events, seed=seed, queries=qs, engines=es,
+            repeat=repeat, work=work, say=lambda s: typer.echo(s, err=True),
+            on_row=lambda done: save(done, folder, meta), latency=latency,
+            grace=latency_grace,
+        )
+    except RuntimeError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(save(rows, folder, meta))
+    problems = disagreements(rows)
+    if problems:
+        typer.echo("output counts differ:\n" + "\n".join(problems), err=True)
+        raise typer.Exit(1)
+
+
+def _memory_gib() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            return round(int(line.split()[1]) / 2**20)
+    return 0
