@@ -17,6 +17,17 @@ import pyarrow.compute as pc
 __all__ = ["dense_ids", "first_occurrences", "int_codes"]
 
 _SLACK = 1024  # a span up to 2n + this is addressed directly
+_ROWS = np.zeros(0, dtype=np.int64)  # 0, 1, 2, ...: read-only, grown on demand
+
+
+def _row_numbers(n: int) -> np.ndarray:
+    """0 .. n − 1 (a read-only view of one shared array)."""
+    global _ROWS
+    if len(_ROWS) < n:
+        rows = np.arange(max(n, 2 * len(_ROWS)), dtype=np.int64)
+        rows.flags.writeable = False
+        _ROWS = rows
+    return _ROWS[:n]
 
 
 def dense_ids(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -34,12 +45,12 @@ def dense_ids(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if lo:
         v = v - lo
     first_row = np.full(span, n, dtype=np.int64)
-    np.minimum.at(first_row, v, np.arange(n, dtype=np.int64))
+    np.minimum.at(first_row, v, _row_numbers(n))
     is_first = np.zeros(n, dtype=bool)
     is_first[first_row[first_row < n]] = True
     firsts = np.flatnonzero(is_first)  # row order: the order of first appearance
     number = np.empty(span, dtype=np.int64)
-    number[v[firsts]] = np.arange(len(firsts), dtype=np.int64)
+    number[v[firsts]] = _row_numbers(len(firsts))
     return number[v], firsts
 
 

@@ -18,6 +18,7 @@ from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
 from cq_service.cql.logical import BExpr
 from cq_service.engine.batch import Batch, merge_ticks
@@ -272,21 +273,30 @@ class RangeWindow(WindowOperator):
         self._flush(ts, np.empty(0, dtype=np.int64))
 
     def _flush(self, upto: int | None, ticks: np.ndarray, inserted: Batch | None = None) -> None:
-        parts: list[Batch] = []
-        if inserted is not None:
-            parts.append(inserted)
+        parts: list[tuple[tuple, np.ndarray]] = []  # (columns, entry or exit instants)
+        signs: list[int] = []  # per part: its elements' weight
         if upto is not None:
             for phase in self._phases:
                 for b, at in phase.enter.take_until(upto):
-                    parts.append(Batch(b.columns, at, np.ones(len(b), np.int64)))
+                    parts.append((b.columns, at))
+                    signs.append(1)
                 for b, at in phase.leave.take_until(upto):
-                    parts.append(Batch(b.columns, at, -np.ones(len(b), np.int64)))
+                    parts.append((b.columns, at))
+                    signs.append(-1)
             self._retire()
-        if not parts:
+        if inserted is None and not parts:
             if len(ticks):
                 self.emit(self.empty(ticks))
             return
-        out = Batch.concat([Batch(p.columns, p.ts, p.w) for p in parts])
+        w = np.repeat(np.array(signs, dtype=np.int64), [len(at) for _, at in parts])
+        if inserted is not None:  # the tuples entering at their own instants come first
+            parts.insert(0, (inserted.columns, inserted.ts))
+            w = np.concatenate([inserted.w, w])
+        if len(parts) == 1:
+            out = Batch(parts[0][0], parts[0][1], w)
+        else:
+            cols = tuple(pa.concat_arrays(list(c)) for c in zip(*(cols for cols, _ in parts)))
+            out = Batch(cols, np.concatenate([at for _, at in parts]), w)
         if len(parts) > 1 and not bool((out.ts[1:] >= out.ts[:-1]).all()):
             out = out.take(np.argsort(out.ts, kind="stable"))  # (sorted: the stable order)
         changes = unique_sorted(out.ts)
