@@ -14,9 +14,9 @@ message. Latency is then computed from broker timestamps alone:
   are matched by their values: the k-th output carrying given values (in append order) is the
   k-th input whose projection has those values.
 * windowed queries (sliding-agg, NEXMark q5 and q7): a result for boundary t (cq's `_ts`,
-  rounded down to the minute for q5/q7; Spark's and PyFlink's `t0`) is computable once every partition of
-  the input has delivered an event with time ≥ t: latency = output append time − the latest of
-  those partitions' first appends of an event ≥ t. A result for a boundary some partition never
+  rounded down to the minute for q5/q7; Spark's and PyFlink's `t0`) is computable once every
+  partition of the input has delivered an event with time ≥ t: latency = output append time −
+  the latest of those partitions' first appends of an event ≥ t. A result for a boundary some partition never
   reaches (only the end of input closes it) is not counted. For q5/q7 each distinct row of a
   boundary counts once, at its first output message (CQL's Rstream repeats it until the next
   boundary).
