@@ -552,8 +552,8 @@ def bench_kafka(
 ) -> None:
     """Kafka in, Kafka out: pass-through, filter, a sliding aggregate over 10,000 groups, a
     windowed join and NEXMark q1, q5, q7 on cq (both Kafka clients), Spark Structured Streaming,
-    Quix Streams and (asked for) PyFlink, throughput and then latency at half rate; fails if any engine's output
-    count differs from the expected one."""
+    Quix Streams and (asked for) PyFlink, throughput and then latency at half rate; fails if
+    any engine's output count differs from the expected one."""
     import datetime
     import platform
 
@@ -582,13 +582,10 @@ def bench_kafka(
         "notes": [
             "Quix Streams runs pass-through, filter and NEXMark q1 only; the sliding aggregate, "
             "the join, q5 and q7 are not expressed for it here.",
-            *([] if "pyflink" in es else [
-                "Not run: PyFlink (`--engines ...,pyflink` runs it, with Flink's Kafka "
-                "connector)."]),
-            *(["PyFlink: Flink SQL with flink-sql-connector-kafka 5.0.0-2.2 on PyFlink 2.3.0, "
-               "PyFlink's local executor (a mini cluster in its JVM), parallelism 2; its "
-               "sources end at the latest offsets as of the job's start."]
-              if "pyflink" in es else []),
+            "PyFlink: Flink SQL with flink-sql-connector-kafka 5.0.0-2.2 on PyFlink 2.3.0, "
+            "PyFlink's local executor (a mini cluster in its JVM), parallelism 2; its sources "
+            "end at the latest offsets as of the job's start." if "pyflink" in es else
+            "Not run: PyFlink (`--engines ...,pyflink` runs it, with Flink's Kafka connector).",
             *([] if latency else ["p50/p99 latency at half rate not measured (--no-latency)."]),
         ],
     }
