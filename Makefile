@@ -22,8 +22,16 @@ $(STAMP): pyproject.toml
 	$(PY) -m compileall -q cq_service
 	touch $(STAMP)
 
-# PyFlink for the NEXMark benchmark, in a venv of its own (it pins an older pyarrow). Its
-# connector jars come from Maven Central into ~/.m2 on first use (cq_service/bench/peers).
+# PyFlink for the NEXMark and Kafka benchmarks, in a venv of its own (it pins an older
+# pyarrow). The jars its peers need (cq_service/bench/peers/flink-jars.txt: parquet format,
+# Hadoop client, Kafka connector) come from Maven Central into ~/.m2 (maven_jars.py; a jar
+# already there is kept).
+FLINK_JARS := cq_service/bench/peers/flink-jars.txt
+FLINK_JARS_STAMP := $(FLINK_VENV)/.jars
+$(FLINK_JARS_STAMP): $(FLINK_JARS) $(FLINK_STAMP)
+	$(FLINK_VENV)/bin/python cq_service/bench/peers/maven_jars.py
+	touch $(FLINK_JARS_STAMP)
+
 $(FLINK_STAMP):
 	$(PYTHON) -m venv $(FLINK_VENV)
 	$(FLINK_VENV)/bin/python -m pip install --quiet --upgrade pip
@@ -38,7 +46,7 @@ $(QUIX_STAMP):
 	$(QUIX_VENV)/bin/python -m pip install --quiet "quixstreams==$(QUIX_VERSION)"
 	touch $(QUIX_STAMP)
 
-bench-deps: $(STAMP) $(FLINK_STAMP) $(QUIX_STAMP)
+bench-deps: $(STAMP) $(FLINK_STAMP) $(FLINK_JARS_STAMP) $(QUIX_STAMP)
 
 demo: $(STAMP)
 	$(CQ) validate pipelines/examples/web-proxy/pipeline.yaml

@@ -1,4 +1,4 @@
-"""`cq bench kafka`: Kafka in, Kafka out, on cq (both clients), Spark and Quix Streams.
+"""`cq bench kafka`: Kafka in, Kafka out, on cq (both clients), Spark, Quix Streams and PyFlink.
 
 One run produces the input once (a topic of N bid-like JSON events on 2 partitions, and a
 second topic of N/10 asks for the join; kept and reused while they hold exactly that data:
@@ -121,8 +121,8 @@ QUERIES: dict[str, Query] = {
     )
 }
 
-# cq with each Kafka client, Spark Structured Streaming, Quix Streams.
-ENGINES = ("cq", "cq-kafka-python", "spark", "quix")
+# cq with each Kafka client, Spark Structured Streaming, Quix Streams, PyFlink (Flink SQL).
+ENGINES = ("cq", "cq-kafka-python", "spark", "quix", "pyflink")
 QUIX_QUERIES = ("pass-through", "filter", "nexmark-q1")
 MINUTE_MS = 60_000
 HOUR_MS = 60 * MINUTE_MS
@@ -261,10 +261,13 @@ def boundary_row(v: dict, fields: tuple[str, ...]) -> tuple:
     return (t0, *(v[f] for f in fields))
 
 
-def count_per_boundary(bootstrap: str, topic: str, fields: tuple[str, ...]) -> int:
+def count_per_boundary(bootstrap: str, topic: str, fields: tuple[str, ...],
+                       last_ms: int) -> int:
     """NEXMark q5's distinct (boundary, auction) or q7's (boundary, auction, price, bidder)
-    rows (see `boundary_row`)."""
-    return len({boundary_row(v, fields) for v in messages(bootstrap, topic)})
+    rows (see `boundary_row`) with boundary <= last_ms, the last bid's time: CQL evaluates
+    the boundaries up to the end of input, Flink's final watermark fires those after it too."""
+    rows = {boundary_row(v, fields) for v in messages(bootstrap, topic)}
+    return sum(1 for r in rows if r[0] <= last_ms)
 
 
 def ensure_input(bootstrap: str, n: int, seed: int, data, say=print) -> dict[str, str]:
@@ -341,6 +344,19 @@ def _quix_python() -> str:
     return os.environ.get("CQ_QUIX_PYTHON") or str(_REPO / ".venv-quix" / "bin" / "python")
 
 
+def _flink_python() -> str:
+    return os.environ.get("CQ_FLINK_PYTHON") or str(_REPO / ".venv-flink" / "bin" / "python")
+
+
+def _fetch_flink_jars() -> None:
+    """The Flink peer's jars into ~/.m2 (cq_service/bench/peers/maven_jars.py), before any run
+    is timed: a no-op once they are there (`make bench-deps` fetches them)."""
+    import subprocess
+
+    subprocess.run([_flink_python(), str(_PEERS / "maven_jars.py")], check=True,
+                   stdout=subprocess.DEVNULL)
+
+
 def supported(engine: str, query: str) -> bool:
     return engine != "quix" or query in QUIX_QUERIES
 
@@ -370,6 +386,11 @@ def command(engine: str, query: Query, topics: dict[str, str], out: str, bootstr
     if engine == "quix":
         return [_quix_python(), str(_PEERS / "quix_kafka.py"), *args, "--messages",
                 str(inputs), "--work", str(work)]
+    if engine == "pyflink":
+        ends = [a for k, n in (live or {}).items()
+                for a in (f"--live-{'asks' if k == 'asks' else 'bids'}", str(n))]
+        return [_flink_python(), str(_PEERS / "flink_kafka.py"), *args, "--work", str(work),
+                *ends]
     raise ValueError(f"unknown engine {engine}")
 
 
@@ -432,6 +453,8 @@ def run_benchmark(
     expected = expected_counts(data)
     cutoff = agg_cutoff_ms(data)
     topics = ensure_input(bootstrap, events, seed, data, say)
+    if "pyflink" in engines:
+        _fetch_flink_jars()
     rows: list[Row] = []
     for name in queries:
         q = QUERIES[name]
@@ -464,8 +487,9 @@ def run_benchmark(
                     if name == "sliding-agg":
                         cell.compared = count_settled(bootstrap, out, cutoff)
                     elif name in BOUNDARY_FIELDS:
-                        cell.compared = count_per_boundary(bootstrap, out,
-                                                           BOUNDARY_FIELDS[name])
+                        cell.compared = count_per_boundary(
+                            bootstrap, out, BOUNDARY_FIELDS[name],
+                            int(data["nexmark"]["dateTime"].max()))
                     else:
                         cell.compared = cell.outputs
                     # A few messages written in one burst give no rate (NEXMark q7: 4 rows).

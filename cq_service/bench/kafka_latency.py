@@ -3,7 +3,7 @@
 For one engine and query: fresh input topics and a fresh output topic are created, all stamped
 by the broker as it appends (LogAppendTime); the engine is started following the input
 (`--live`: cq through cq_service/bench/kafka_live.py, Spark with its default trigger, Quix
-Streams as always); once its process tree holds a connection to the broker, and `grace`
+Streams as always, PyFlink with its sources bounded at the offsets the message count reaches); once its process tree holds a connection to the broker, and `grace`
 seconds more (consumer groups join, Spark plans its first micro-batch), the input — the same
 messages as the throughput phase's, in event-time order, message i of a stream on partition
 i % 2 — is produced at the given rate. The engine stops by itself after the last input
@@ -14,9 +14,9 @@ message. Latency is then computed from broker timestamps alone:
   are matched by their values: the k-th output carrying given values (in append order) is the
   k-th input whose projection has those values.
 * windowed queries (sliding-agg, NEXMark q5 and q7): a result for boundary t (cq's `_ts`,
-  rounded down to the minute for q5/q7; Spark's `t0`) is computable once every partition of
-  the input has delivered an event with time ≥ t: latency = output append time − the latest of
-  those partitions' first appends of an event ≥ t. A result for a boundary some partition never
+  rounded down to the minute for q5/q7; Spark's and PyFlink's `t0`) is computable once every
+  partition of the input has delivered an event with time ≥ t: latency = output append time −
+  the latest of those partitions' first appends of an event ≥ t. A result for a boundary some partition never
   reaches (only the end of input closes it) is not counted. For q5/q7 each distinct row of a
   boundary counts once, at its first output message (CQL's Rstream repeats it until the next
   boundary).

@@ -14,8 +14,8 @@ and one JSON line is printed on stdout; logs go to stderr.
 Jars: the parquet format needs flink-sql-parquet (matching the Flink version), added with
 `pipeline.jars`, and Hadoop's client classes (the shaded hadoop-client-api/-runtime pair),
 put on the JVM's class path through HADOOP_CLASSPATH as Flink documents. They are taken from
-~/.m2 and fetched into it with `mvn dependency:get` when missing (flink-jars.txt beside this
-script lists the same coordinates).
+~/.m2 and fetched into it with `mvn dependency:get` when missing (maven_jars.py; flink-jars.txt
+beside this script lists the same coordinates).
 
 Time: "seconds" (in-process, the same boundaries as the other engines) runs from defining the
 query (the DDL of its source tables and views, the sink) through submitting the INSERT job
@@ -84,7 +84,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -94,6 +93,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from maven_jars import ensure_jar  # beside this script
 
 HADOOP_VERSION = "3.3.6"
 QUERIES = [f"q{i}" for i in range(9)]
@@ -170,30 +170,6 @@ def hadoop_coordinates() -> list[str]:
         f"org.apache.hadoop:hadoop-client-api:{HADOOP_VERSION}",
         f"org.apache.hadoop:hadoop-client-runtime:{HADOOP_VERSION}",
     ]
-
-
-def ensure_jar(coordinate: str) -> Path:
-    """The jar of group:artifact:version in ~/.m2, fetched from Maven Central if missing."""
-    group, artifact, version = coordinate.split(":")
-    repo = Path.home() / ".m2" / "repository"
-    jar = repo / group.replace(".", "/") / artifact / version / f"{artifact}-{version}.jar"
-    if not jar.exists():
-        log(f"fetching {coordinate} into {repo}")
-        subprocess.run(
-            [
-                "mvn",
-                "-q",
-                "dependency:get",
-                f"-Dartifact={coordinate}",
-                "-Dtransitive=false",
-                f"-Dmaven.repo.local={repo}",
-            ],
-            check=True,
-            stdout=sys.stderr,
-        )
-    if not jar.exists():
-        raise SystemExit(f"{jar} is missing after mvn dependency:get")
-    return jar
 
 
 # ----------------------------------------------------------------------------- tables
