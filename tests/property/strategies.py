@@ -612,16 +612,21 @@ def aggregate_query(draw: Any, froms: list[From] | None = None, wrapped: bool = 
     return Q(text, columns, set().union(*(f.inputs for f in froms)), is_stream)
 
 
+def _grouped_with_deletions(draw: Any) -> tuple[Any, list, list[str], list[str], list[str]]:
+    """A stream read through a window with deletions, 1–2 of its columns as group keys: the
+    FROM item, its column refs, the keys, the keys' select items and the int refs."""
+    f = draw(stream_from("S", kinds=("slide", "range", "rows", "partition", "now", "range_unb")))
+    refs = f.refs()
+    keys = draw(st.lists(st.sampled_from([r for r, _ in refs]), min_size=1, max_size=2, unique=True))
+    return f, refs, keys, [f"{k} AS k{i}" for i, k in enumerate(keys)], _of(refs, "int")
+
+
 @st.composite
 def extreme_query(draw: Any) -> Q:
     """MIN/MAX of ints grouped by 1–2 keys over a window with deletions (so the columnar
     group table's multisets, group_multiset.py), maybe next to COUNT/SUM, maybe HAVING, as a
     relation or under Istream/Dstream/Rstream."""
-    f = draw(stream_from("S", kinds=("slide", "range", "rows", "partition", "now", "range_unb")))
-    refs = f.refs()
-    keys = draw(st.lists(st.sampled_from([r for r, _ in refs]), min_size=1, max_size=2, unique=True))
-    items = [f"{k} AS k{i}" for i, k in enumerate(keys)]
-    ints = _of(refs, "int")
+    f, refs, keys, items, ints = _grouped_with_deletions(draw)
     for i in range(draw(st.integers(1, 3))):
         fn = draw(st.sampled_from(["MIN", "MAX", "MIN", "MAX", "COUNT", "SUM"]))
         arg = draw(st.sampled_from(ints)) if draw(st.integers(0, 3)) else draw(int_expr(refs, 1))
@@ -642,11 +647,7 @@ def distinct_query(draw: Any) -> Q:
     """COUNT, SUM or AVG(DISTINCT) of ints grouped by 1–2 keys over a window with deletions
     (so the columnar group table's multisets, group_multiset.py), maybe next to COUNT/SUM/MIN,
     maybe HAVING on a distinct count, as a relation or under Istream/Dstream/Rstream."""
-    f = draw(stream_from("S", kinds=("slide", "range", "rows", "partition", "now", "range_unb")))
-    refs = f.refs()
-    keys = draw(st.lists(st.sampled_from([r for r, _ in refs]), min_size=1, max_size=2, unique=True))
-    items = [f"{k} AS k{i}" for i, k in enumerate(keys)]
-    ints = _of(refs, "int")
+    f, refs, keys, items, ints = _grouped_with_deletions(draw)
     for i in range(draw(st.integers(1, 3))):
         fn = draw(st.sampled_from(["COUNT", "COUNT", "SUM", "AVG", "COUNT(*)", "SUM", "MIN"]))
         arg = draw(st.sampled_from(ints)) if draw(st.integers(0, 3)) else draw(int_expr(refs, 1))

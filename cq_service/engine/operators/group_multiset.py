@@ -6,8 +6,9 @@ values are one run, its MIN the first of the run and its MAX the last, so readin
 never rescans. A batch is applied in two steps, so that `GroupTable.apply` can still decline it
 with the state untouched: `plan` (MIN/MAX) or `distinct` computes the results' changes and the
 new multiplicities, `commit` merges them into the arrays (one `np.insert` and one mask). Both
-start from the batch's changes per (group, value, segment), each value found in the state by a
-binary search, and the multiplicity after each change.
+start from the batch's changes per (group, value, segment), each value found in the state (one
+searchsorted of combined keys, or a binary search per value where those overflow), and the
+multiplicity after each change.
 
 For COUNT/SUM/AVG(DISTINCT) a change that takes a multiplicity from zero adds the value to the
 group's distinct ones, one that takes it to zero removes it: per segment the change in their

@@ -1,8 +1,8 @@
 """One batch of an aggregate's input cut into segments, and each aggregate's deltas per segment.
 
 A batch is cut into segments, one per (instant, group), with dense group codes (dense_ids.py:
-direct addressing for narrow int codes, Arrow's hash otherwise) and no sort; segments are numbered in the order of their first element, which is instant order
-(`Segments`). For each aggregate, a `Deltas` gives every segment's change: COUNT and int
+direct addressing for narrow int codes, Arrow's hash otherwise) and no sort; segments are
+numbered in the order of their first element, which is instant order (`Segments`). For each aggregate, a `Deltas` gives every segment's change: COUNT and int
 SUM/AVG that cannot overflow as numpy reductions (`Linear`); MIN and MAX of ints, timestamps
 and floats as the change in values and the extremes inserted and deleted (`Extremes`);
 COUNT/SUM/AVG(DISTINCT) of ints and timestamps kept in the group table as the values and
@@ -34,9 +34,10 @@ class Segments:
     starts and ends in segment order, its instant, its group (`gid`, dense ids with their keys
     in `gkeys`, read from row `grow` of the batch) and its change in row count.
 
-    Segment ids are dense ids of (instant, group) codes (dense_ids.py), with no sort; the rows in segment
-    order (`order`, None when the batch is already in it) are sorted for only on first use
-    (`take`), which per-segment sums of batch-order values (`segment_sums`, np.add.at) do not need."""
+    Segment ids are dense ids of (instant, group) codes (dense_ids.py), with no sort; the rows
+    in segment order (`order`, None when the batch is already in it) are sorted for only on
+    first use (`take`), which per-segment sums of batch-order values (`segment_sums`,
+    np.add.at) do not need."""
 
     def __init__(self, batch: Batch, keys: list[pa.Array]):
         n = len(batch)
@@ -170,21 +171,17 @@ def group_ids(keys: list[pa.Array]) -> tuple[np.ndarray, np.ndarray]:
         if isinstance(k, pa.ChunkedArray):
             k = k.combine_chunks()
         ints = int_codes(k)
-        if ints is not None:
-            codes, distinct = ints, None
-        else:
+        if ints is None:  # Arrow's hash numbers in order of first appearance too
             enc = pc.dictionary_encode(k, null_encoding="encode")
             codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-            distinct = len(enc.dictionary)
-        if gid is None and distinct is not None:
-            gid, firsts = codes, None  # already dense, in order of first appearance
-            continue
-        if gid is not None:
-            if distinct is None:
-                codes, cfirsts = dense_ids(codes)
-                distinct = len(cfirsts)
-            codes = gid * distinct + codes
-        gid, firsts = dense_ids(codes)
+            key_firsts, distinct = None, len(enc.dictionary)
+        else:
+            codes, key_firsts = dense_ids(ints)
+            distinct = len(key_firsts)
+        if gid is None:
+            gid, firsts = codes, key_firsts
+        else:
+            gid, firsts = dense_ids(gid * distinct + codes)
     assert gid is not None
     return gid, first_occurrences(gid) if firsts is None else firsts
 

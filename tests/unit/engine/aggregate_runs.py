@@ -1,5 +1,5 @@
 """An Aggregate fed batch by batch, with its columnar group table or without: the harness of
-the group table's tests (test_group_table.py, test_group_multiset.py)."""
+the group table's tests (test_group_table.py, test_group_multiset.py, test_group_distinct.py)."""
 
 from __future__ import annotations
 
@@ -62,3 +62,12 @@ def against_general_path(
     assert with_table.out == without.out
     assert with_table.op._table is not None
     return with_table
+
+
+def rows_by_group(live: Counter, keyed: Callable[[tuple], tuple]) -> dict[tuple, list]:
+    """The live rows, each as many times as its multiplicity, per group key `keyed(row)`: what
+    a direct evaluation of the aggregate starts from."""
+    groups: dict[tuple, list] = {}
+    for row, n in live.items():
+        groups.setdefault(keyed(row), []).extend([row] * n)
+    return groups

@@ -66,11 +66,8 @@ def workload(rng: random.Random, groups: int, batches: int, spread: int,
 
 
 def expected(live: Counter, keyed) -> Counter:
-    groups: dict[tuple, list] = {}
-    for row, n in live.items():
-        groups.setdefault(keyed(row), []).extend([row] * n)
     out: Counter = Counter()
-    for key, rows in groups.items():
+    for key, rows in aggregate_runs.rows_by_group(live, keyed).items():
         xs = [r[1] for r in rows if r[1] is not None]
         d = set(xs)
         ts = {r[3] for r in rows if r[3] is not None}

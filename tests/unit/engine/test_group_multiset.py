@@ -58,11 +58,8 @@ def workload(rng: random.Random, groups: int, batches: int, spread: int) -> list
 
 
 def expected(live: Counter, keyed) -> Counter:
-    groups: dict[tuple, list] = {}
-    for row, n in live.items():
-        groups.setdefault(keyed(row), []).extend([row] * n)
     out: Counter = Counter()
-    for key, rows in groups.items():
+    for key, rows in aggregate_runs.rows_by_group(live, keyed).items():
         xs = [r[1] for r in rows if r[1] is not None]
         lo, hi = (min(xs), max(xs)) if xs else (None, None)
         out[(*key, lo, hi, len(rows), sum(xs) if xs else None, hi)] += 1

@@ -61,11 +61,8 @@ def workload(rng: random.Random, groups: int, batches: int, big: bool,
 
 
 def expected(live: Counter, keyed: tuple) -> Counter:
-    groups: dict[tuple, list] = {}
-    for row, n in live.items():
-        groups.setdefault(keyed(row), []).extend([row] * n)
     out: Counter = Counter()
-    for key, rows in groups.items():
+    for key, rows in aggregate_runs.rows_by_group(live, keyed).items():
         xs = [r[1] for r in rows if r[1] is not None]
         total = sum(xs) if xs and -(2**63) <= sum(xs) < 2**63 else None  # beyond: NULL
         out[(*key, len(rows), len(xs), total, sum(xs) / len(xs) if xs else None)] += 1
