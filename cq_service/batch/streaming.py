@@ -1,5 +1,5 @@
-"""The Spark runner: a pipeline's key-partitionable queries as one Spark Structured Streaming job
-from Kafka to the queries' sinks, with results equal to the embedded engine's.
+"""The Spark runner: a pipeline's queries as one Spark Structured Streaming job from Kafka to the
+queries' sinks, with results equal to the embedded engine's.
 
     problems = check(spec)                      # [] when every query can run on Spark
     job = StreamingJob(spec, spark, checkpoint)  # one job for the whole pipeline
@@ -18,23 +18,21 @@ messages) to `StreamingJob.batch`, which, on Spark:
    ``late: dead_letter``, to the pipeline's dead-letter sink; every one is counted.
 2. advances each stream's heartbeat (``min`` over its partitions of latest − max_delay − 1, or a
    promised heartbeat − 1) and each query's (the smallest of its streams'), kept on the driver.
-3. for each query whose heartbeat W moved past the last instant it emitted (E), runs the
-   engine (`engine_in_spark`) over the query's *retained* elements plus the new ones up to W,
-   hashed on the key `partitioning.analyze` chose, one engine per Spark partition; the engine
-   ends at W and results in (E, W] are kept. The retained elements are those with timestamps
-   >= W − `history_reach` (everything when the reach is unbounded), so the delta at E + 1 is
-   computed from a complete R(E): exact by construction, as backfill is. Keys with no new
-   element are replayed too, so a window's expiry is emitted without new arrivals.
-4. writes the results to the query's sink in `cq run`'s canonical order (non-decreasing
-   ``_ts``; within one ``_ts`` retractions first), flushes, then commits the batch: the
-   retained elements as Parquet under the checkpoint, the clocks as one JSON file.
+3. for each query with new elements or whose heartbeat W moved past the last instant it
+   emitted, steps its engines (`engine_steps`): the new elements hashed on the key
+   `partitioning.analyze` chose into the query's buckets (one bucket on the single-key path),
+   one task per bucket, each going on from the bucket's saved engine state to W. Every bucket
+   steps, so a window's expiry is emitted without new arrivals; no element is replayed.
+4. writes the results (those at instants in (emitted, W]) to the query's sink in `cq run`'s
+   canonical order (non-decreasing ``_ts``; within one ``_ts`` retractions first), flushes,
+   then commits the batch: the clocks, each query's state version, as one JSON file.
 
 Spark's own checkpoint keeps the Kafka offsets; a batch Spark replays after a crash that was
-already committed here is skipped, one that was not is redone (its results may then be written
-twice: at-least-once, like the worker). `run(final=True)` (what `cq run` does) ends, once the
-available input is processed, with the final heartbeat at the largest timestamp seen — the
-embedded `cq run`'s end of input — so its output equals `cq run`'s on the embedded engine.
-docs/spark-runner.md explains the choices (why not Spark's watermark and state store).
+already committed here is skipped, one that was not is redone from the committed state versions
+(its results may then be written twice: at-least-once, like the worker). `run(final=True)`
+(what `cq run` does) ends, once the available input is processed, with the final heartbeat at
+the largest timestamp seen — the embedded `cq run`'s end of input — so its output equals
+`cq run`'s on the embedded engine. docs/spark-runner.md explains the choices.
 """
 
 from __future__ import annotations
@@ -44,6 +42,7 @@ import os
 import pickle
 import shutil
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +53,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cq_service.batch import engine_in_spark as eis
+from cq_service.batch import engine_steps as steps
 from cq_service.batch.partitioning import KEY, Partitioning, analyze
 from cq_service.batch.spark import SPARK_TYPES
 from cq_service.compiler import compile_pipeline, subset
@@ -116,21 +116,20 @@ def _stream_problem(spec: PipelineSpec, name: str) -> str | None:
 
 
 def supported(spec: PipelineSpec, query: str) -> tuple[Partitioning | None, str | None]:
-    """The partitioning `query` runs with on Spark, or None and the one-line reason why not."""
+    """The partitioning `query` runs with on Spark (the key path, or the single-key path: one
+    task), or None and the one-line reason why it cannot run."""
     try:
         compiled = compile_pipeline(subset(spec, [query]))
     except CQError as e:
         return None, e.message
     bound = next(q for q in compiled.queries if q.name == query)
     part = analyze(bound)
-    if part.path != KEY:
-        return None, f"not partitionable by a key ({part.reason})"
+    if not part.streams:
+        return None, "the query reads no stream"
     for name in (*part.streams, *part.relations):
         why = _stream_problem(compiled.spec, name)
         if why:
             return None, why
-    if not part.streams:
-        return None, "the query reads no stream"
     return part, None
 
 
@@ -161,8 +160,9 @@ def describe(spec: PipelineSpec) -> list[str]:
         if part is None:
             lines.append(Problem(name, f"unsupported by runner spark: {why}", _span(q)).render())
         else:
-            reach = "whole history kept" if part.reach is None else f"reach {part.reach}"
-            lines.append(f"{name}: runner spark: {part.describe()} ({reach})")
+            how = ("single key: one task holds all its state, does not scale"
+                   if part.path != KEY else "state kept per bucket of keys")
+            lines.append(f"{name}: runner spark: {part.describe()} ({how})")
     return lines
 
 
@@ -356,13 +356,18 @@ class StreamingReport:
     results: dict[str, int] = field(default_factory=dict)
     ended_at: dict[str, int | None] = field(default_factory=dict)
     dead_letters: int = 0
+    # per query, per engine step: elements fed, new elements, state bytes, buckets, buckets
+    # that went on with a kept engine, the slowest task's seconds
+    steps: dict[str, list[dict[str, int | float]]] = field(default_factory=dict)
+    batch_seconds: list[float] = field(default_factory=list)  # per micro-batch, on the driver
+    batch_messages: list[int] = field(default_factory=list)  # elements decoded per micro-batch
 
 
 class StreamingJob:
     """The pipeline's queries on Spark Structured Streaming (see the module docstring)."""
 
     def __init__(self, spec: PipelineSpec, spark: Any, checkpoint: str | Path,
-                 partitions: int | None = None):
+                 partitions: int | None = None, max_offsets_per_trigger: int | None = None):
         problems = check(spec)
         if problems:
             raise StreamingError("; ".join(p.render() for p in problems))
@@ -370,6 +375,7 @@ class StreamingJob:
         self.checkpoint = Path(checkpoint)
         self.checkpoint.mkdir(parents=True, exist_ok=True)
         self.partitions = partitions or spark.sparkContext.defaultParallelism
+        self.max_offsets_per_trigger = max_offsets_per_trigger
         self.report = StreamingReport()
         self.queries: list[_QueryRun] = []
         names: list[str] = []
@@ -382,6 +388,11 @@ class StreamingJob:
                 if s not in names:
                     names.append(s)
             self.queries.append(_QueryRun(q, part, (), (), (), {}))
+        # Streams no query reads are read too: the end of input is the largest timestamp over
+        # all of the pipeline's streams, as in the embedded `cq run` (their malformed records
+        # are dead-lettered as the embedded engine does).
+        names += [n for n, s in spec.streams.items() if n not in names
+                  and s.source.type == "kafka" and s.timestamp is not None]
         self.streams = tuple(names)
         for run in self.queries:
             run.streams = tuple(self.streams.index(s) for s in run.part.streams)
@@ -393,18 +404,26 @@ class StreamingJob:
         self._stopped = False
         self._lock = threading.Lock()
         self._batch_lock = threading.Lock()  # held by the micro-batch in progress
+        self._has_new: dict[str, bool] = {}  # query -> new elements in this micro-batch
 
     # state on the driver
 
     def _load_state(self) -> dict:
         path = self.checkpoint / _STATE_FILE
         if path.exists():
-            return json.loads(path.read_text())
+            state = json.loads(path.read_text())
+            if any("buckets" not in q for q in state["queries"].values()):
+                raise StreamingError(
+                    f"{self.checkpoint}: a checkpoint of an earlier runner (it kept elements to "
+                    "replay, not engine state); start the job on a new checkpoint")
+            return state
         return {
             "batch": -1,
             "streams": {s: {"latest": {}, "promised": {}, "passed": NONE, "max_seen": NONE}
                         for s in self.streams},
-            "queries": {q.name: {"emitted": NONE, "state": None} for q in self.queries},
+            "queries": {q.name: {"emitted": NONE, "version": -1, "token": "",
+                                 "buckets": self.partitions if q.part.path == KEY else 1}
+                        for q in self.queries},
         }
 
     def _commit(self) -> None:
@@ -481,11 +500,13 @@ class StreamingJob:
                 self.spec.streams[s].source.options.get("bootstrap_servers")))
         starts = {self.spec.streams[s].source.options.get("start", "earliest")
                   for s in self.streams}
-        return (self.spark.readStream.format("kafka")
-                .option("kafka.bootstrap.servers", ",".join(sorted(servers)))
-                .option("subscribe", ",".join(topics))
-                .option("startingOffsets", "latest" if starts == {"latest"} else "earliest")
-                .load())
+        reader = (self.spark.readStream.format("kafka")
+                  .option("kafka.bootstrap.servers", ",".join(sorted(servers)))
+                  .option("subscribe", ",".join(topics))
+                  .option("startingOffsets", "latest" if starts == {"latest"} else "earliest"))
+        if self.max_offsets_per_trigger:
+            reader = reader.option("maxOffsetsPerTrigger", self.max_offsets_per_trigger)
+        return reader.load()
 
     def batch(self, df: Any, batch_id: int) -> None:
         """One micro-batch (the foreachBatch function; see the module docstring). After `stop`
@@ -499,11 +520,17 @@ class StreamingJob:
     def _batch(self, df: Any, batch_id: int) -> None:
         if batch_id <= self.state["batch"]:
             return  # committed before a restart: Spark replays it, we already did it
+        started = time.perf_counter()
         decoded = self._decode(df)
         decoded.persist()
         try:
             side = decoded.where("_kind <> 0").toArrow()
             self._account(side)
+            fresh = {r["_src"]: r["count"] for r in decoded.where(f"_kind = {ELEMENT}")
+                     .groupBy("_src").count().collect()}
+            self._has_new = {q.name: any(i in fresh for i in q.streams) for q in self.queries}
+            kinds = side.column("_kind").to_numpy()
+            read = sum(fresh.values()) + int(((kinds == MALFORMED) | (kinds == LATE)).sum())
             for q in self.queries:
                 self._advance(q, decoded, self._heartbeat(q))
             self._dead_sink.flush()
@@ -515,6 +542,8 @@ class StreamingJob:
         self._commit()
         self._drop_old_states()
         self.report.batches += 1
+        self.report.batch_seconds.append(time.perf_counter() - started)
+        self.report.batch_messages.append(read)
 
     def finish(self) -> None:
         """The end of input: every query's final heartbeat at the largest timestamp any of the
@@ -524,6 +553,7 @@ class StreamingJob:
             return
         end = max(seen)
         empty = self.spark.createDataFrame([], _element_ddl(self.spec, self.streams))
+        self._has_new = {}
         for q in self.queries:
             self._advance(q, empty, end)
         for s in self.state["streams"].values():
@@ -606,39 +636,15 @@ class StreamingJob:
     # the engine pass
 
     def _advance(self, q: _QueryRun, decoded: Any, beat: int) -> None:
-        """Feed `q`'s new elements; emit its results in (emitted, beat]; keep what is in reach."""
+        """Step `q`'s engines (one per bucket, `engine_steps`) over its new elements to `beat`;
+        write the results released: those in (emitted, beat]."""
         from pyspark.sql import functions as F
 
         qs = self.state["queries"][q.name]
         emitted = qs["emitted"]
-        new = decoded.where(F.col("_kind") == ELEMENT).where(
-            F.col("_src").isin(list(q.streams)))
-        cols = ["_ts", "_partition", "_offset", "_src"]
-        for i in q.streams:
-            width = len(self.spec.streams[self.streams[i]].schema)
-            cols += [eis.stream_column(i, j) for j in range(width)]
-        cols = list(dict.fromkeys(cols))
-        rows = new.select(*cols)
-        if qs["state"] is not None:
-            rows = self.spark.read.parquet(qs["state"]).select(*cols).unionByName(rows)
-        moved = beat != NONE and beat > emitted
-        if moved:
-            self._emit(q, rows, emitted, beat)
-            qs["emitted"] = beat
-        horizon = qs["emitted"]
-        keep = rows
-        if q.part.reach is not None and horizon != NONE:
-            keep = rows.where(F.col("_ts") >= horizon - q.part.reach)
-        qs["version"] = qs.get("version", 0) + 1
-        path = self.checkpoint / "state" / q.name / f"v{qs['version']}"
-        if path.exists():
-            shutil.rmtree(path)  # a version written by a batch that was never committed
-        keep.write.parquet(str(path))
-        qs["state"] = str(path)
-
-    def _emit(self, q: _QueryRun, rows: Any, emitted: int, beat: int) -> None:
-        from pyspark.sql import functions as F
-
+        beat = max(beat, emitted)
+        if beat == emitted and not self._has_new.get(q.name, True):
+            return  # nothing to feed, no time passed: the state stays as it is
         # The engine sees the query's streams in `q.part.streams` order: renumber _src and the
         # side-by-side columns to that order.
         renamed = [F.col("_ts"), F.col("_partition"), F.col("_offset")]
@@ -649,24 +655,32 @@ class StreamingJob:
             renamed += [F.col(eis.stream_column(i, j)).alias(eis.stream_column(local, j))
                         for j in range(width)]
         bucket = F.lit(0)
-        for i in q.streams:
-            key = q.part.keys.get(self.streams[i])
-            h = (F.xxhash64("_partition", "_offset") if key is None else
-                 F.xxhash64(F.col(eis.stream_column(i, self._column(i, key)))))
-            bucket = F.when(F.col("_src") == i, F.pmod(h, F.lit(self.partitions))).otherwise(
-                bucket)
-        feed = rows.where(F.col("_ts") <= beat).select(
-            *renamed, src.alias("_src"), bucket.alias("_part"))
-        feed = feed.repartition(self.partitions, "_part").sortWithinPartitions(
-            "_ts", "_src", "_partition", "_offset")
-        task = eis.EngineTask(self.spec, q.name, q.part.streams,
-                              emitted + 1 if emitted != NONE else NONE, beat, q.relations)
-        table = feed.mapInArrow(eis.partition_runner(task.pickled()),
+        if q.part.path == KEY:
+            for i in q.streams:
+                key = q.part.keys.get(self.streams[i])
+                h = (F.xxhash64("_partition", "_offset") if key is None else
+                     F.xxhash64(F.col(eis.stream_column(i, self._column(i, key)))))
+                bucket = F.when(F.col("_src") == i, h).otherwise(bucket)
+        new = decoded.where(F.col("_kind") == ELEMENT).where(F.col("_src").isin(list(q.streams)))
+        # Spark's hash partitioner puts each key in one of the `buckets` partitions, the same
+        # one at every batch: partition p is bucket p (single-key path: one partition).
+        rows = new.select(*renamed, src.alias("_src"), bucket.alias("_part")).repartition(
+            qs["buckets"], "_part")
+        token = f"{self.state['batch'] + 1}-{os.urandom(6).hex()}"
+        task = steps.StepTask(self.spec, q.name, q.part.streams,
+                              str(self.checkpoint / "state" / q.name), qs["version"],
+                              qs["token"], token, beat, qs["buckets"], q.relations)
+        table = rows.mapInArrow(steps.step_runner(task.pickled()),
                                 eis.result_ddl(q.types)).toArrow()
-        if table.num_rows:
-            table = table.filter(pc.less_equal(table.column("_ts"), beat))
         self._write(q, table)
-        self.report.ended_at[q.name] = beat
+        qs["version"] += 1
+        qs["token"] = token
+        if beat > emitted:
+            qs["emitted"] = beat
+            self.report.ended_at[q.name] = beat
+        stats = steps.step_stats(task.folder, qs["version"])
+        stats["batch"] = self.report.batches  # the micro-batch's index (finish: one past)
+        self.report.steps.setdefault(q.name, []).append(stats)
 
     def _column(self, i: int, name: str) -> int:
         return [f.name for f in self.spec.streams[self.streams[i]].schema].index(name)
@@ -680,11 +694,12 @@ class StreamingJob:
         self.report.results[q.name] = self.report.results.get(q.name, 0) + len(batch.ts)
 
     def _drop_old_states(self) -> None:
+        """Remove the state versions before each query's committed one."""
         for q in self.queries:
             folder = self.checkpoint / "state" / q.name
-            current = self.state["queries"][q.name]["state"]
+            current = steps.version_dir(folder, self.state["queries"][q.name]["version"])
             if not folder.is_dir():
                 continue
             for old in folder.iterdir():
-                if str(old) != current:
+                if old != current:
                     shutil.rmtree(old, ignore_errors=True)

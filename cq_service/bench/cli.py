@@ -1,5 +1,5 @@
 """``cq nexmark …`` (generate the NEXMark input) and ``cq bench …`` (the benchmarks: NEXMark,
-scheduling, cost model, backfill, restart, Kafka), mounted by cq_service.cli."""
+scheduling, cost model, backfill, the Spark runner, restart, Kafka), mounted by cq_service.cli."""
 
 from __future__ import annotations
 
@@ -275,6 +275,47 @@ def bench_backfill(
     out.mkdir(parents=True, exist_ok=True)
     (out / "backfill.txt").write_text(report + "\n")
     typer.echo(report)
+
+
+@bench_app.command("spark-runner")
+def bench_spark_runner(
+    events: int = typer.Option(1_000_000, help="NEXMark events produced to Kafka"),
+    repeat: int = typer.Option(3, help="runs per query and engine; the median counts"),
+    queries: str = typer.Option("q1,q3,q7", help="comma-separated NEXMark queries"),
+    batch: int | None = typer.Option(None, help="Kafka messages per micro-batch at most "
+                                     "(default: everything available in one)"),
+    master: str | None = typer.Option(None, help="Spark master (default local[2])"),
+    history: int | None = typer.Option(None, help="also run q3 over this many events in "
+                                       "micro-batches of --batch messages: cost per batch"),
+    quick: bool = typer.Option(False, "--quick", help="20,000 events, one run, q1 and q7"),
+    bootstrap: str = typer.Option(
+        "127.0.0.1:19092", envvar="CQ_KAFKA_BOOTSTRAP", help="the Kafka broker"
+    ),
+    out: Path = typer.Option(Path("benchmarks/results"), help="where spark-runner.* go"),
+) -> None:
+    """The Spark runner's events/s against `cq run` on the same Kafka topics, and its cost
+    per micro-batch as history grows (--history)."""
+    import json
+
+    from cq_service.bench import spark_runner
+
+    if quick:
+        events, repeat, queries = 20_000, 1, "q1,q7"
+    rows = spark_runner.run(bootstrap, events, repeat, tuple(queries.split(",")), batch,
+                            master, say=lambda m: typer.echo(m, err=True))
+    report = spark_runner.text(rows, repeat, batch, master or "local[2]")
+    out.mkdir(parents=True, exist_ok=True)
+    if not quick:
+        (out / "spark-runner.txt").write_text(report + "\n")
+    typer.echo(report)
+    if history:
+        points = spark_runner.history(bootstrap, history, batch or max(history // 20, 1),
+                                      master=master, say=lambda m: typer.echo(m, err=True))
+        (out / "spark-runner-history.json").write_text(json.dumps(points, indent=1) + "\n")
+        spark_runner.plot(points, out / "spark-runner-history.png")
+        for p in points:
+            typer.echo(f"{p['events']:>12,} events  {p['seconds']:7.2f} s  fed {p['fed']:>9,}  "
+                       f"state {p['state_bytes'] / 2**20:8.1f} MiB")
 
 
 @bench_app.command("restart")

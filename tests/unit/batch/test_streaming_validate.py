@@ -44,12 +44,13 @@ def test_a_supported_pipeline_is_valid_and_says_how(tmp_path):
     assert f"{path}: ok" in result.output
 
 
-def test_an_unsupported_query_is_reported_at_its_position(tmp_path):
+def test_a_query_that_does_not_split_by_a_key_runs_on_one_key(tmp_path):
     result, path = _validate(tmp_path, PIPELINE.format(extra=GLOBAL))
-    assert result.exit_code == 2
+    assert result.exit_code == 0, result.output
     line = next(x for x in result.output.splitlines() if "everything" in x)
-    assert line.startswith(f"{path}:14:10: everything: unsupported by runner spark: ")
-    assert "global aggregate" in line
+    assert line.startswith("everything: runner spark: single-partition path: ")
+    assert "global aggregate" in line and "single key: one task" in line
+    assert "per_key: runner spark: key-partitioned path (S by k)" in result.output
 
 
 def test_a_file_stream_is_unsupported(tmp_path):
