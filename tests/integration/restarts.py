@@ -198,7 +198,7 @@ class Death:
         was written, and the restored engine computes none of them again (the deployer's
         `_restore_group` resumes after the later of the two)."""
         frontier, snap = self.frontiers[query], self.snapshot.get(query)
-        if frontier is None or snap is None:  # no checkpoint: the query starts afresh
+        if frontier is None or snap is None:  # no checkpoint (it starts afresh), or no snapshot
             return frontier
         return max(frontier, snap)
 
@@ -321,8 +321,10 @@ def snapshot_frontiers(catalog: str, queries: dict[str, str]) -> dict[str, int |
     return out
 
 
-def record_death(life: int, by: str, lives: Lives, admin: KafkaAdminClient, sinks: dict[str, str],
-          queries: dict[str, str]) -> Death:
+def record_death(
+    life: int, by: str, lives: Lives, admin: KafkaAdminClient, sinks: dict[str, str],
+    queries: dict[str, str],
+) -> Death:
     """What a dead worker left: its sinks' end offsets, the catalog's frontiers and those of
     the snapshot the next life restores from."""
     return Death(life, by, end_offsets(admin, sinks), frontiers(lives.catalog, queries),
