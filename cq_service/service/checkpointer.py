@@ -110,6 +110,7 @@ class Checkpointer:
             self._write_snapshot(snapshot)
             self.snapshot_seconds = time.monotonic() - began
             log.info("snapshot %s written in %.3f s", self.last_snapshot, self.snapshot_seconds)
+            failpoints.hit("snapshot.written")
         frontiers = {key: rt.engine.sinks[key].watermark for key in rt.queries}
         queries = {
             key: {

@@ -13,6 +13,8 @@ The points (docs/service.md, "Crash safety"):
 - ``checkpoint.saved``: the catalog holds the checkpoint, the offsets are not committed yet;
 - ``snapshot.writing``: half-way through writing a state snapshot (its payload is in a
   temporary file, not yet in place);
+- ``snapshot.written``: a checkpoint's state snapshot is in place, the catalog does not hold
+  the checkpoint yet (the snapshot's frontiers are newer than the catalog's);
 - ``deploy.stopped``: a deployment stopped the queries it replaces or removes, and started
   nothing yet;
 - ``deploy.started``: a deployment started its new queries, and recorded nothing yet.
@@ -27,7 +29,7 @@ __all__ = ["POINTS", "FailpointError", "arm", "check_failpoints", "hit"]
 
 POINTS = frozenset({
     "checkpoint.flushed", "checkpoint.saved", "deploy.stopped", "deploy.started",
-    "snapshot.writing",
+    "snapshot.writing", "snapshot.written",
 })
 
 _armed: dict[str, int] = {}  # point -> hits left before the kill

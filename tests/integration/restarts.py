@@ -4,11 +4,12 @@ what its sink topics hold (tests/integration/test_crash_loop.py, test_worker_sna
 The feed writes a stream S and a relation R (its updates interleaved with S in time) in
 timestamp order; the worker runs a pipeline of given queries over them, each to a sink topic
 of its own. After each death the test records each sink topic's end offset and the frontier the
-catalog holds for each query (`Death`); `check_sink` then shows the topic is exactly the
-uninterrupted run's output (`cq run` over the same records from files) plus only the
-duplicates docs/service.md allows: split at the recorded end offsets, each life's output is a
-contiguous piece of the reference, and the next life starts exactly at the first result after
-the frontier of the last checkpoint before the death.
+catalog holds for each query, and those of the snapshot the next life will restore from
+(`Death`); `check_sink` then shows the topic is exactly the uninterrupted run's output (`cq run`
+over the same records from files) plus only the duplicates docs/service.md allows: split at the
+recorded end offsets, each life's output is a contiguous piece of the reference, and the next
+life starts exactly at the first result after the frontier it resumes from (`resumes_after`):
+the last checkpoint's, or the snapshot's when that is later.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ from kafka.admin import OffsetSpec
 from kafka.structs import TopicPartition
 
 from cq_service.catalog import Catalog
+from cq_service.service.config import ServiceConfig
 from cq_service.service.metrics import parse_metrics
+from cq_service.service.snapshots import SnapshotStore
 from tests.services.kafka import KAFKA_API_VERSION
 
 NAME = "crash"
@@ -182,6 +185,22 @@ class Death:
     by: str  # "outside" or the failpoint setting
     ends: dict[str, int]  # sink query -> the topic's end offset after the death
     frontiers: dict[str, int | None]  # query -> the catalog's frontier (None: no checkpoint)
+    # query -> its frontier in the newest usable snapshot, at the catalog's version (None: the
+    # snapshot does not hold it so); what the next life restores from (restore.py)
+    snapshot: dict[str, int | None] = field(default_factory=dict)
+
+    def resumes_after(self, query: str) -> int | None:
+        """The frontier the next life's output of `query` starts after (None: from the start).
+
+        The checkpoint's, unless the query comes back from a snapshot with a later one: a kill
+        after a checkpoint wrote its snapshot and before the catalog recorded it leaves the
+        snapshot ahead. Every result up to the snapshot's frontier was acknowledged before it
+        was written, and the restored engine computes none of them again (the deployer's
+        `_restore_group` resumes after the later of the two)."""
+        frontier, snap = self.frontiers[query], self.snapshot.get(query)
+        if frontier is None or snap is None:  # no checkpoint (it starts afresh), or no snapshot
+            return frontier
+        return max(frontier, snap)
 
 
 @dataclass
@@ -286,6 +305,32 @@ def frontiers(catalog: str, queries: dict[str, str]) -> dict[str, int | None]:
             for q in queries}
 
 
+def snapshot_frontiers(catalog: str, queries: dict[str, str]) -> dict[str, int | None]:
+    """Each query's frontier in the snapshot a worker started now would restore from (the
+    newest usable one), if it holds the query at the version the catalog's checkpoint has."""
+    folder = ServiceConfig(catalog=catalog, name=WORKER).snapshot_folder
+    found = SnapshotStore(folder).latest()
+    saved = Catalog(catalog).load_checkpoint(WORKER)
+    versions = {k: d.get("version") for k, d in ((saved.queries or {}) if saved else {}).items()}
+    held = found[1]["queries"] if found is not None else {}
+    out: dict[str, int | None] = {}
+    for q in queries:
+        data = held.get(f"{NAME}/{q}")
+        same = data is not None and data["version"] == versions.get(f"{NAME}/{q}")
+        out[q] = int(data["frontier"]) if same else None
+    return out
+
+
+def record_death(
+    life: int, by: str, lives: Lives, admin: KafkaAdminClient, sinks: dict[str, str],
+    queries: dict[str, str],
+) -> Death:
+    """What a dead worker left: its sinks' end offsets, the catalog's frontiers and those of
+    the snapshot the next life restores from."""
+    return Death(life, by, end_offsets(admin, sinks), frontiers(lives.catalog, queries),
+                 snapshot_frontiers(lives.catalog, queries))
+
+
 def read_topic(bootstrap: str, topic: str, count: int) -> list[Element]:
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, api_version=KAFKA_API_VERSION,
                              auto_offset_reset="earliest", enable_auto_commit=False,
@@ -313,12 +358,11 @@ def check_sink(query: str, got: list[Element], expected: list[Element], deaths: 
     repeated = 0
     for death in deaths:
         piece = got[start:death.ends[query]]
-        assert piece == expected[pos:pos + len(piece)], (
-            f"{query}: life {death.life} wrote something other than the next "
-            f"{len(piece)} results from #{pos}"
+        assert piece == expected[pos:pos + len(piece)], _mismatch(
+            f"{query}: life {death.life}", piece, expected, pos
         )
         end = pos + len(piece)
-        frontier = death.frontiers[query]
+        frontier = death.resumes_after(query)
         resume = 0 if frontier is None else bisect.bisect_right(times, frontier)
         assert resume <= end, (
             f"{query}: after life {death.life} the restart resumes at result #{resume} "
@@ -332,6 +376,15 @@ def check_sink(query: str, got: list[Element], expected: list[Element], deaths: 
         f"#{pos}"
     )
     return repeated
+
+
+def _mismatch(who: str, piece: list[Element], expected: list[Element], pos: int) -> str:
+    """Why `piece` is not the next results from #`pos`: where it first differs, and what."""
+    want = expected[pos:pos + len(piece)]
+    i = next((i for i, (a, b) in enumerate(zip(piece, want)) if a != b), min(len(piece), len(want)))
+    return (f"{who} wrote something other than the next {len(piece)} results from #{pos}: "
+            f"its #{i} is {piece[i] if i < len(piece) else 'missing'}, expected "
+            f"#{pos + i} {want[i] if i < len(want) else '(past the end)'}")
 
 
 def check_done(got: list[Element], expected: list[Element]) -> bool:

@@ -5,17 +5,19 @@ real broker for the whole test. The worker runs eight queries — every window k
 Dstream and Rstream, aggregates over Range/Rows/Partition/unbounded windows, a join with the
 Kafka-fed relation, a stateless filter — each to its own sink topic. It is killed more than 20
 times: mostly from outside at random moments, and in some lives by its own failpoints (service/
-failpoints.py) in the middle of a checkpoint (after the flush; after the catalog write, before
-the offset commit) and in the middle of a deployment (the start-up one, and an edit of the
-file). After every death the test records each sink topic's end offset and the frontier the
-catalog holds for each query.
+failpoints.py) in the middle of a checkpoint (after the flush; after its snapshot is in place,
+before the catalog write; after the catalog write, before the offset commit), of a snapshot
+and of a deployment (the start-up one, and an edit of the file). After every death the test
+records each sink topic's end offset and the frontiers the catalog and the newest snapshot hold
+for each query.
 
 Then every sink topic must be exactly the uninterrupted run's output (`cq run` over the same
 records from files) plus only the duplicates docs/service.md allows: split at the recorded
 end offsets, each life's output is a contiguous piece of the reference, and the next life
-starts exactly at the first result after the frontier of the last checkpoint before the
-death — so nothing is missing, nothing is out of order, and nothing is repeated except the
-results after that frontier which had already reached the sink.
+starts exactly at the first result after the frontier it resumes from — the last checkpoint's,
+or its snapshot's when a kill between the two left that one later — so nothing is missing,
+nothing is out of order, and nothing is repeated except the results after that frontier which
+had already reached the sink.
 """
 
 from __future__ import annotations
@@ -38,9 +40,9 @@ from tests.integration.restarts import (
     check_sink,
     end_offsets,
     free_port,
-    frontiers,
     kafka_pipeline,
     read_topic,
+    record_death,
     reference,
 )
 
@@ -65,6 +67,7 @@ FAILPOINT_LIVES = {
     6: ("checkpoint.saved=4", False),
     9: ("deploy.stopped=2", True),
     12: ("checkpoint.saved=2", False),
+    13: ("snapshot.written=2", False),  # the snapshot is newer than the catalog's checkpoint
     15: ("deploy.started=2", True),
     18: ("checkpoint.flushed=5", False),
     20: ("deploy.stopped=1", False),
@@ -117,7 +120,7 @@ def test_crash_loop(tmp_path: Path, kafka_bootstrap: str, kafka_admin: KafkaAdmi
             time.sleep(rnd.uniform(0.3, 2.5))
             lives.kill()
             by = "outside"
-        deaths.append(Death(life, by, end_offsets(kafka_admin, sinks), frontiers(lives.catalog, QUERIES)))
+        deaths.append(record_death(life, by, lives, kafka_admin, sinks, QUERIES))
     lives.start()
     assert lives.ready()
     time.sleep(2.0)
@@ -139,8 +142,14 @@ def test_crash_loop(tmp_path: Path, kafka_bootstrap: str, kafka_admin: KafkaAdmi
     assert len(deaths) >= 20 and len(by_failpoint) == len(FAILPOINT_LIVES)
     assert any(d.by.startswith("checkpoint.") for d in by_failpoint)
     assert any(d.by.startswith("deploy.") for d in by_failpoint)
+    # Deaths that left the newest snapshot ahead of the catalog's checkpoint (at least the
+    # `snapshot.written` one; a kill from outside does too if it lands between the two).
+    ahead = [d.life for d in deaths
+             if any(d.resumes_after(q) != d.frontiers[q] for q in QUERIES)]
+    assert any(d.by.startswith("snapshot.written") and d.life in ahead for d in deaths), ahead
     repeated = {q: check_sink(q, got[q], expected[q], deaths) for q in QUERIES}
     # Lives that came back from a state snapshot rather than by replaying the history.
     assert lives.log_count("restored from the snapshot") >= KILLS // 2
-    print(f"deaths {len(deaths)} ({len(by_failpoint)} by failpoints), records {len(feed.s)}, "
+    print(f"deaths {len(deaths)} ({len(by_failpoint)} by failpoints), snapshot ahead after "
+          f"lives {ahead}, records {len(feed.s)}, "
           f"results {({q: len(e) for q, e in expected.items()})}, repeated {repeated}")

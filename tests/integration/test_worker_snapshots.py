@@ -23,17 +23,16 @@ from kafka import KafkaAdminClient, KafkaProducer
 from tests.integration.restarts import (
     ENGINE_SEED,
     FLUSH,
-    Death,
     Lives,
     check_done,
     check_sink,
     end_offsets,
     free_port,
-    frontiers,
     initial_r,
     kafka_pipeline,
     r_updates,
     read_topic,
+    record_death,
     reference,
     s_record,
 )
@@ -107,8 +106,7 @@ def test_a_restart_reads_only_after_the_snapshot(
         assert source_counts(lives) == {"S": len(s1), "R": len(r1)}
         time.sleep(1.0)  # a snapshot (and a checkpoint) after the last record
         lives.kill()
-        deaths = [Death(1, "outside", end_offsets(kafka_admin, sinks),
-                        frontiers(lives.catalog, QUERIES))]
+        deaths = [record_death(1, "outside", lives, kafka_admin, sinks, QUERIES)]
         lives.start(snapshot_interval=interval)
         assert lives.ready()
         time.sleep(1.0)
