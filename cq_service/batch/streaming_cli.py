@@ -47,13 +47,15 @@ def run_on_spark(spec, master: str | None = None, checkpoint: Path | None = None
 def spark_submit(
     file: Path = typer.Argument(..., help="pipeline file with resources: {runner: spark}"),
     checkpoint: Path = typer.Option(..., help="the job's checkpoint folder (Kafka offsets, "
-                                    "retained elements, clocks); reuse it to resume"),
+                                    "engine state, clocks); reuse it to resume"),
     master: str | None = typer.Option(None, help="Spark master (default local[2])"),
     available_now: bool = typer.Option(False, "--available-now",
                                        help="process what is available now, then stop "
                                        "(no final heartbeat: results are final up to the "
                                        "streams' heartbeats)"),
     trigger: str = typer.Option("5 seconds", help="micro-batch interval when running on"),
+    max_offsets_per_trigger: int | None = typer.Option(
+        None, help="Kafka messages per micro-batch at most (default: all available)"),
 ) -> None:
     """Run a runner-spark pipeline as a Spark Structured Streaming job until stopped."""
     from cq_service.batch.streaming import StreamingJob, spark_session
@@ -61,7 +63,8 @@ def spark_submit(
 
     try:
         spec = load_and_compile(file).spec
-        job = StreamingJob(spec, spark_session(master), checkpoint)
+        job = StreamingJob(spec, spark_session(master), checkpoint,
+                           max_offsets_per_trigger=max_offsets_per_trigger)
     except CQError as e:
         for line in e.lines():
             typer.echo(line)

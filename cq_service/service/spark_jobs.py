@@ -2,7 +2,7 @@
 Structured Streaming job (`batch.streaming.StreamingJob`), in a thread of its own, instead of on
 the embedded engine (docs/spark-runner.md, "In the worker").
 
-A job's checkpoint (Spark's Kafka offsets, the retained elements, the clocks) is kept under
+A job's checkpoint (Spark's Kafka offsets, the engine state, the clocks) is kept under
 ``<spark_checkpoints>/<worker>/<pipeline>/<version>``, the version being the pipeline file's
 hash: a worker restarted with the same name resumes each job where it stopped, with nothing
 emitted twice but what the last uncommitted micro-batch wrote (at-least-once, like the worker's
