@@ -38,8 +38,10 @@ queries:
     sink: {{type: file, path: {out}}}
 """
 
-GLOBAL = "  everything:\n    cql: SELECT COUNT(*) AS n FROM S [Range 100]\n" \
-         "    sink: {type: file, path: all.jsonl}\n"
+# A query Spark cannot run: it reads a stream from a file, not from Kafka.
+FROM_FILE = "  from_file:\n    cql: SELECT Istream(a) FROM F [Range 100]\n" \
+            "    sink: {type: file, path: f_out.jsonl}\n"
+FILE_STREAM = "  F:\n    schema: {a: int}\n    source: {type: file, path: f.jsonl}\nqueries:\n"
 
 
 def produce(bootstrap: str, topic: str, n: int) -> None:
@@ -97,12 +99,13 @@ def test_the_worker_runs_a_runner_spark_pipeline_on_spark(
         assert bags(out.read_text().splitlines()) == bags(expected)
 
         # A query Spark cannot run: the new version is rejected, the old job keeps running.
-        (folder / "p.yaml").write_text(text + GLOBAL)
+        (folder / "f.jsonl").write_text('{"a": 1}\n')
+        (folder / "p.yaml").write_text((text + FROM_FILE).replace("queries:\n", FILE_STREAM, 1))
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not worker.errors:
             time.sleep(0.2)
         [errors] = worker.errors.values()
-        assert any(re.match(r".*p\.yaml:15:\d+: everything: .*global aggregate", e)
+        assert any(re.match(r".*p\.yaml:18:\d+: from_file: .*stream F is read from file", e)
                    for e in errors), errors
         assert worker.spark_jobs.running("spark-served")
 

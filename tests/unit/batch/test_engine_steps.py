@@ -114,3 +114,28 @@ def test_stepping_with_saved_state_equals_one_run() -> None:
 
     check()
     assert len(compared) >= 100, compared  # most cases have a query on a stream
+
+
+def test_a_kept_engine_is_used_only_by_the_step_after_the_one_that_made_it(tmp_path) -> None:
+    """A Python worker's kept engine serves the next step only if that step reads the version
+    the very same step wrote (its token): a redone step, or one after a failure, loads."""
+    pipeline = {"streams": {"S": {"schema": {"a": "int"}, "format": "jsonl"}},
+                "queries": {"q": "SELECT a, COUNT(*) AS n FROM S [Range 5] GROUP BY a"}}
+    compiled = load_and_compile(write_pipeline(tmp_path, pipeline, {"S": [{"ts": 1, "a": 1}]}))
+    spec, folder = compiled.spec, str(tmp_path / "state")
+    saved = steps.BucketState(beat=7)
+    steps.version_dir(folder, 0).mkdir(parents=True)
+    (steps.version_dir(folder, 0) / "p0.state").write_bytes(pickle.dumps(saved))
+    kept_state = steps.BucketState(beat=9)
+    engine = steps.BucketEngine(spec, "q", None, 5)
+
+    def task(token: str) -> steps.StepTask:
+        return steps.StepTask(spec, "q", ("S",), folder, 0, token, "next", 10, 1)
+
+    steps._KEPT[(folder, 0)] = ("made-v0", engine, kept_state)
+    got, state, kept = steps._load(task("made-v0"), 0)
+    assert kept and got is engine and state.beat == 9
+    steps._KEPT[(folder, 0)] = ("another-attempt", engine, kept_state)
+    got, state, kept = steps._load(task("made-v0"), 0)
+    assert not kept and got is not engine and state.beat == 7
+    assert (folder, 0) not in steps._KEPT  # taken out while the step runs
