@@ -312,9 +312,9 @@ def bench_spark_runner(
         points = spark_runner.history(bootstrap, history, batch or max(history // 20, 1),
                                       master=master, say=lambda m: typer.echo(m, err=True))
         (out / "spark-runner-history.json").write_text(json.dumps(points, indent=1) + "\n")
-        spark_runner.plot(points, out / "spark-runner-history.png")
+        spark_runner.plot(points, out / "spark-runner-history.png", history)
         for p in points:
-            typer.echo(f"{p['events']:>12,} events  {p['seconds']:7.2f} s  fed {p['fed']:>9,}  "
+            typer.echo(f"{p['events']:>12,} read  {p['seconds']:7.2f} s  fed {p['fed']:>9,}  "
                        f"state {p['state_bytes'] / 2**20:8.1f} MiB")
 
 

@@ -57,8 +57,16 @@ class Row:
         return self.events / statistics.median(self.runner_seconds)
 
 
-def ensure_topics(bootstrap: str, events: int, seed: int, say=print) -> dict[str, str]:
-    """The topics of the NEXMark events (person, auction, bid), produced unless present."""
+def _kinds(queries: tuple[str, ...]) -> tuple[str, ...]:
+    """The NEXMark event kinds the queries read."""
+    spec = subset(load_pipeline(NEXMARK_PIPELINE), list(queries))
+    return tuple(sorted({_KINDS[n] for n in spec.streams}))
+
+
+def ensure_topics(bootstrap: str, events: int, seed: int, kinds: tuple[str, ...],
+                  say=print) -> dict[str, str]:
+    """The topics of the NEXMark events of `kinds` (person, auction, bid) among `events`,
+    produced unless present."""
     import numpy as np
     import pyarrow as pa
 
@@ -66,14 +74,14 @@ def ensure_topics(bootstrap: str, events: int, seed: int, say=print) -> dict[str
     from cq_service.io import nexmark
 
     data = {}
-    for kind in ("person", "auction", "bid"):
+    for kind in kinds:
         table = pa.concat_tables(list(nexmark.generate_kind(kind, events, seed=seed)))
         cols = {n: table[n].to_numpy(zero_copy_only=False) for n in table.column_names}
         if "id" not in cols:  # bids: `encode` leaves this position out of the message
             cols["id"] = np.arange(table.num_rows, dtype=np.int64)
         data[f"nx{kind}"] = cols
     names = ensure_input(bootstrap, events, seed, data, say=say)
-    return {kind: names[f"nx{kind}"] for kind in ("person", "auction", "bid")}
+    return {kind: names[f"nx{kind}"] for kind in kinds}
 
 
 def pipeline(query: str, topics: dict[str, str], bootstrap: str, out: Path) -> PipelineSpec:
@@ -111,7 +119,7 @@ def run(bootstrap: str, events: int, repeat: int = 3, queries: tuple[str, ...] =
     from cq_service.batch.streaming import spark_session, supported
     from cq_service.runner import run_pipeline
 
-    topics = ensure_topics(bootstrap, events, seed, say=say)
+    topics = ensure_topics(bootstrap, events, seed, _kinds(queries), say=say)
     spark = spark_session(master)
     spark.sparkContext.setLogLevel("ERROR")
     rows = []
@@ -153,7 +161,7 @@ def history(bootstrap: str, events: int, batch: int, query: str = "q3",
     bytes saved."""
     from cq_service.batch.streaming import spark_session
 
-    topics = ensure_topics(bootstrap, events, seed, say=say)
+    topics = ensure_topics(bootstrap, events, seed, _kinds((query,)), say=say)
     spark = spark_session(master)
     spark.sparkContext.setLogLevel("ERROR")
     with tempfile.TemporaryDirectory(prefix="cq-bench-history-", dir=work) as tmp:
@@ -187,24 +195,27 @@ def text(rows: list[Row], repeat: int, batch: int | None, master: str) -> str:
     return "\n".join(lines)
 
 
-def plot(points: list[dict[str, float]], path: Path) -> None:
-    """Seconds and state per micro-batch against the events read so far."""
+def plot(points: list[dict[str, float]], path: Path, events: int | None = None) -> None:
+    """Seconds and state per micro-batch against the query's input elements read so far
+    (`events`: the NEXMark events they are among, for the title)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    events = [p["events"] / 1e6 for p in points]
+    read = [p["events"] / 1e6 for p in points]
     fig, left = plt.subplots(figsize=(7, 3.5))
-    left.plot(events, [p["seconds"] for p in points], "o-", color="tab:blue")
-    left.set_xlabel("events read (millions)")
+    left.plot(read, [p["seconds"] for p in points], "o-", color="tab:blue")
+    left.set_xlabel("the query's input elements read (millions)")
     left.set_ylabel("seconds per micro-batch", color="tab:blue")
     left.set_ylim(bottom=0)
     right = left.twinx()
-    right.plot(events, [p["state_bytes"] / 2**20 for p in points], "s--", color="tab:red")
+    right.plot(read, [p["state_bytes"] / 2**20 for p in points], "s--", color="tab:red")
     right.set_ylabel("engine state saved (MiB)", color="tab:red")
     right.set_ylim(bottom=0)
-    fig.suptitle("Spark runner, NEXMark q3: cost per micro-batch as history grows")
+    among = f" (among {events / 1e6:g} M NEXMark events)" if events else ""
+    fig.suptitle(f"Spark runner, NEXMark q3{among}: cost per micro-batch as history grows",
+                 fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
