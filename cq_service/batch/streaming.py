@@ -405,8 +405,10 @@ class StreamingJob:
         self._drop_old_states()
 
     def _decode(self, df: Any) -> Any:
+        # Spark's Kafka source reads each topic partition's new offsets as one Spark partition
+        # (no `minPartitions`), so the decoder sees every Kafka partition whole, in one task,
+        # without a shuffle; `_account` checks it.
         rows = df.select("topic", "partition", "offset", "key", "value", "timestamp")
-        rows = rows.repartition("topic", "partition")
         clocks = {s: self.state["streams"][s] for s in self.streams}
         return rows.mapInArrow(decoding.decoder(self.spec, self.streams, clocks),
                                decoding.element_ddl(self.spec, self.streams))
@@ -420,6 +422,10 @@ class StreamingJob:
             mine = srcs == i
             clock = self.state["streams"][name]
             summary = side.filter(pa.array(mine & (kinds == SUMMARY)))
+            parts = summary.column("_partition").to_pylist()
+            if len(parts) != len(set(parts)):
+                raise StreamingError(f"stream {name}: a Kafka partition's messages reached "
+                                     "more than one decoding task; lateness needs them in one")
             for row in summary.select(["_partition", "_ts", "_promise"]).to_pylist():
                 p = str(row["_partition"])
                 if row["_ts"] is not None and row["_ts"] != NONE:
