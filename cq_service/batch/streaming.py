@@ -37,6 +37,7 @@ the largest timestamp seen — the embedded `cq run`'s end of input — so its o
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -174,6 +175,16 @@ def spark_session(master: str | None = None, partitions: int = 2) -> Any:
     )
 
 
+def _fingerprint(spec: PipelineSpec, query: str) -> str:
+    """What a query's saved engine state depends on: its CQL, the views' it reads, and the
+    schemas of the streams and relations those read."""
+    sub = subset(spec, [query])
+    parts = {"queries": {n: q.cql for n, q in sub.queries.items()},
+             "inputs": {n: [(f.name, str(f.type)) for f in x.schema]
+                        for n, x in {**sub.streams, **sub.relations}.items()}}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
 # -- the job ------------------------------------------------------------------------------------
 
 
@@ -253,21 +264,26 @@ class StreamingJob:
 
     def _load_state(self) -> dict:
         path = self.checkpoint / _STATE_FILE
+        state = {"batch": -1, "streams": {}, "queries": {}}
         if path.exists():
             state = json.loads(path.read_text())
             if any("buckets" not in q for q in state["queries"].values()):
                 raise StreamingError(
                     f"{self.checkpoint}: a checkpoint of an earlier runner (it kept elements to "
                     "replay, not engine state); start the job on a new checkpoint")
-            return state
-        return {
-            "batch": -1,
-            "streams": {s: {"latest": {}, "promised": {}, "passed": NONE, "max_seen": NONE}
-                        for s in self.streams},
-            "queries": {q.name: {"emitted": NONE, "version": -1, "token": "",
-                                 "buckets": self.partitions if q.part.path == KEY else 1}
-                        for q in self.queries},
-        }
+        for s in self.streams:
+            state["streams"].setdefault(
+                s, {"latest": {}, "promised": {}, "passed": NONE, "max_seen": NONE})
+        for q in self.queries:
+            saved = state["queries"].setdefault(q.name, {
+                "emitted": NONE, "version": -1, "token": "", "plan": _fingerprint(self.spec, q.name),
+                "buckets": self.partitions if q.part.path == KEY else 1})
+            if saved["plan"] != _fingerprint(self.spec, q.name):
+                raise StreamingError(
+                    f"{self.checkpoint}: query {q.name} (or a view or stream it reads) changed "
+                    "since this checkpoint was written; its saved engine state is the old "
+                    "query's: run the new version on a new checkpoint")
+        return state
 
     def _commit(self) -> None:
         path = self.checkpoint / _STATE_FILE

@@ -56,6 +56,9 @@ def spark_submit(
     trigger: str = typer.Option("5 seconds", help="micro-batch interval when running on"),
     max_offsets_per_trigger: int | None = typer.Option(
         None, help="Kafka messages per micro-batch at most (default: all available)"),
+    partitions: int | None = typer.Option(
+        None, help="key buckets of each key-path query (default: Spark's default "
+        "parallelism); fixed by a checkpoint's first run"),
 ) -> None:
     """Run a runner-spark pipeline as a Spark Structured Streaming job until stopped."""
     from cq_service.batch.streaming import StreamingJob, spark_session
@@ -63,7 +66,7 @@ def spark_submit(
 
     try:
         spec = load_and_compile(file).spec
-        job = StreamingJob(spec, spark_session(master), checkpoint,
+        job = StreamingJob(spec, spark_session(master), checkpoint, partitions=partitions,
                            max_offsets_per_trigger=max_offsets_per_trigger)
     except CQError as e:
         for line in e.lines():
