@@ -307,9 +307,10 @@ def key_buckets(values: pa.Array | pa.ChunkedArray, buckets: int) -> np.ndarray:
 
 def _bytes_hash(values: pa.LargeBinaryArray) -> np.ndarray:
     """A polynomial hash of each value's bytes (mod 2**64), vectorised over the array."""
-    offsets = np.asarray(values.offsets.to_numpy(), dtype=np.int64)
+    _, offset_buffer, data = values.buffers()
+    offsets = np.frombuffer(offset_buffer, dtype=np.int64)[
+        values.offset:values.offset + len(values) + 1]
     lo, hi = int(offsets[0]), int(offsets[-1])
-    data = values.buffers()[2]
     raw = (np.frombuffer(data, dtype=np.uint8)[lo:hi] if data is not None
            else np.empty(0, np.uint8)).astype(np.uint64)
     powers = np.full(len(raw), _M, dtype=np.uint64)
