@@ -261,20 +261,22 @@ def ordered(table: pa.Table, width: int) -> Batch:
 
 
 def _result_table(collect: _Collect, types: list[pa.DataType]) -> pa.Table:
-    names = ["_ts", "_op", *(f"c{i}" for i in range(len(types)))]
     schema = pa.schema(
         [("_ts", pa.int64()), ("_op", pa.int8())]
         + [(f"c{i}", t if t != pa.null() else pa.string()) for i, t in enumerate(types)]
     )
     if not collect.parts:
         return schema.empty_table()
-    ts = np.concatenate([p[0] for p in collect.parts])
-    ops = np.concatenate([p[1] for p in collect.parts]).astype(np.int8)
-    cols = [
-        pa.concat_arrays([p[2][i].cast(schema.field(i + 2).type) for p in collect.parts])
-        for i in range(len(types))
-    ]
-    return pa.Table.from_arrays([pa.array(ts), pa.array(ops), *cols], names=names).cast(schema)
+    # One record batch per part written: no concatenation (the table is chunked).
+    batches = []
+    for ts, ops, columns in collect.parts:
+        arrays = [pa.array(np.asarray(ts, dtype=np.int64)), pa.array(ops.astype(np.int8))]
+        for c, f in zip(columns, schema.names[2:], strict=True):
+            c = c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c
+            want = schema.field(f).type
+            arrays.append(c if c.type == want else c.cast(want))
+        batches.append(pa.RecordBatch.from_arrays(arrays, schema=schema))
+    return pa.Table.from_batches(batches, schema=schema)
 
 
 def _empty_elements(s: StreamSpec) -> pa.Table:
