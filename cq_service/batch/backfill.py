@@ -23,17 +23,19 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from cq_service.batch import backfill_tasks as bt
 from cq_service.batch import engine_in_spark as eis
-from cq_service.batch.layout import archive_root, archive_schema, stream_dir
+from cq_service.batch.layout import ARCHIVE_COLUMNS, archive_root, archive_schema
 from cq_service.batch.partitioning import KEY, Partitioning, analyze
-from cq_service.batch.spark import SPARK_TYPES
 from cq_service.compiler import compile_pipeline, subset
 from cq_service.engine.operators.base import NEVER
 from cq_service.errors import CQError
@@ -144,6 +146,8 @@ def spark_session(partitions: int | None = None, master: str | None = None) -> A
             "spark.sql.execution.arrow.maxRecordsPerBatch": 65_536,
             "spark.ui.showConsoleProgress": "true",
             "spark.driver.memory": "2g",
+            # The tasks' results (Arrow IPC) go straight to the driver, not via the block manager.
+            "spark.task.maxDirectResultSize": "512m",
         },
         kafka=False,
     )
@@ -158,30 +162,26 @@ def run_backfill(
     partitions: int | None = None,
     progress: bool = False,
     keep_table: bool = False,
+    spread: str | None = None,
 ) -> BackfillReport:
     """Run `plan` on `spark`; write the results to Parquet under `out` (``part-0.parquet``)
-    and/or to the query's sink (`sink`)."""
+    and/or to the query's sink (`sink`). `spread` forces how keyed streams reach their tasks
+    (``filter`` or ``shuffle``, see `backfill_tasks`); None chooses by the archive's size."""
     started = time.perf_counter()
     part = plan.partitioning
     spec = plan.spec
-    n_parts = 1 if part.path != KEY else (partitions or spark.sparkContext.defaultParallelism)
-    relations = {}
-    for r in part.relations:
-        table = eis.source_table(spec.relations[r], spec.time_unit)
-        mask = np.asarray(table.column("_ts").to_numpy() <= plan.end)
-        relations[r] = eis.to_ipc(table.filter(pa.array(mask)))
-    emit_from = plan.start if plan.start is not None else NEVER
-    task = eis.EngineTask(spec, plan.query, part.streams, int(emit_from), plan.end, relations)
-    frames, inputs = _inputs(plan, spark, n_parts, progress)
-    schema = eis.result_ddl(plan.types)
-    rows = _union(frames, spark)
-    rows = rows.repartition(n_parts, "_part").sortWithinPartitions(
-        "_ts", "_partition", "_offset"
-    )
-    results = rows.mapInArrow(eis.partition_runner(task.pickled()), schema)
+    sc = spark.sparkContext
+    n_parts = 1 if part.path != KEY else (partitions or sc.defaultParallelism)
+    job = _job(plan, n_parts)
+    splits = [
+        bt.list_splits(plan.root, s, i, spec.time_unit, plan.feed_from, plan.end)
+        for i, s in enumerate(part.streams)
+    ]
     with _TaskProgress(spark, enabled=progress):
-        table = results.toArrow()
-    merged = _merge(table, len(plan.types))
+        results = _run_tasks(sc, job, splits, spread)
+    inputs = {s: sum(c.get(i, 0) for c, _ in results) for i, s in enumerate(part.streams)}
+    tables = [pa.ipc.open_stream(data).read_all() for _, data in results]
+    merged = _merge(pa.concat_tables(tables), len(plan.types))
     _write(plan, merged, out, sink)
     report = BackfillReport(plan, time.perf_counter() - started, merged.num_rows, inputs, n_parts)
     if keep_table:
@@ -189,57 +189,59 @@ def run_backfill(
     return report
 
 
-def _inputs(plan: BackfillPlan, spark: Any, n_parts: int, progress: bool) -> tuple[list, dict]:
-    """One DataFrame per stream: its archived elements in the feed range, columns renamed to
-    `stream_column` names, with ``_src`` and the hash ``_part`` of its key."""
-    from pyspark.sql import functions as F
-
-    spec, part = plan.spec, plan.partitioning
-    frames, inputs = [], {}
-    bars = _Bars(progress)
-    for i, name in enumerate(part.streams):
-        s = spec.streams[name]
-        folder = stream_dir(plan.root, name)
-        arrow_schema = archive_schema(s)
-        ddl = ", ".join(
-            [f"`{f.name}` {SPARK_TYPES[f.type]}" for f in s.schema]
-            + ["_ts bigint", "_partition int", "_offset bigint"]
-        )
-        if folder.is_dir() and any(folder.rglob("*.parquet")):
-            df = spark.read.schema(ddl).option("basePath", str(folder)).parquet(str(folder))
-        else:
-            df = spark.createDataFrame([], ddl)
-        df = df.select(*arrow_schema.names)
-        if plan.feed_from is not None:
-            df = df.where(F.col("_ts") >= plan.feed_from)
-        df = df.where(F.col("_ts") <= plan.end)
-        key = part.keys.get(name)
-        if part.path != KEY:
-            bucket = F.lit(0)
-        elif key is None:
-            bucket = F.pmod(F.xxhash64("_partition", "_offset"), F.lit(n_parts))
-        else:
-            bucket = F.pmod(F.xxhash64(F.col(f"`{key}`")), F.lit(n_parts))
-        df = df.select(
-            *[F.col(f"`{f.name}`").alias(eis.stream_column(i, j)) for j, f in enumerate(s.schema)],
-            "_ts", "_partition", "_offset",
-            F.lit(i).alias("_src"), bucket.alias("_part"),
-        )
-        inputs[name] = bars.count(name, df) if progress else -1
-        frames.append(df)
-    bars.close()
-    return frames, inputs
+def _job(plan: BackfillPlan, tasks: int) -> bt.Job:
+    """What every task of `plan`'s job gets (`backfill_tasks.Job`)."""
+    part, spec = plan.partitioning, plan.spec
+    relations = {}
+    for r in part.relations:
+        table = eis.source_table(spec.relations[r], spec.time_unit)
+        mask = np.asarray(table.column("_ts").to_numpy() <= plan.end)
+        relations[r] = eis.to_ipc(table.filter(pa.array(mask)))
+    emit_from = plan.start if plan.start is not None else NEVER
+    task = eis.EngineTask(spec, plan.query, part.streams, int(emit_from), plan.end, relations,
+                          ordered=False)  # `_merge` orders the results
+    keys = tuple(part.keys.get(s) if part.path == KEY else None for s in part.streams)
+    used = eis.source_columns(spec, plan.query)
+    schemas = tuple(archive_schema(spec.streams[s]) for s in part.streams)
+    columns = tuple(
+        tuple(c for c in schema.names if c in used.get(s, schema.names) or c == key
+              or c in ARCHIVE_COLUMNS)
+        for s, schema, key in zip(part.streams, schemas, keys, strict=True)
+    )
+    job = bt.Job(task.pickled(), schemas, columns, keys, plan.feed_from, plan.end, tasks)
+    return job
 
 
-def _union(frames: list, spark: Any) -> Any:
-    if not frames:
-        return spark.createDataFrame(
-            [], "_ts bigint, _partition int, _offset bigint, _src int, _part bigint"
-        )
-    rows = frames[0]
-    for f in frames[1:]:
-        rows = rows.unionByName(f, allowMissingColumns=True)
-    return rows
+def _run_tasks(sc: Any, job: bt.Job, splits: list[list[bt.Split]],
+               spread: str | None) -> list[bt.TaskResult]:
+    """The backfill's one Spark job (`backfill_tasks` describes the spreads): every task's
+    result."""
+    n = job.tasks
+    keyed = [s for i, ss in enumerate(splits) if job.keys[i] is not None for s in ss]
+    own = [s for i, ss in enumerate(splits) if job.keys[i] is None for s in ss]
+    if spread is None:
+        spread = "filter" if (n - 1) * sum(s.nbytes for s in keyed) <= bt.FILTER_LIMIT \
+            else "shuffle"
+    if spread not in ("filter", "shuffle"):
+        raise BackfillError(f"unknown spread {spread!r} (filter or shuffle)")
+    if not keyed:
+        shares = bt.assign(own, n)
+        return sc.parallelize(shares, n).map(partial(bt.direct_task, job)).collect()
+    if spread == "filter":
+        shares = bt.assign(own, n)
+        return (sc.parallelize(list(enumerate(shares)), n)
+                .map(lambda a: bt.filter_task(job, a[0], a[1], keyed)).collect())
+    shares = bt.assign(own + keyed, n)
+    return (sc.parallelize(list(enumerate(shares)), n)
+            .flatMap(lambda a: bt.map_task(job, a[0], a[1]))
+            .partitionBy(n, _bucket)
+            .mapPartitions(lambda got: [bt.reduce_task(job, got)])
+            .collect())
+
+
+def _bucket(key: int) -> int:
+    """The shuffle's partition of a bucket: itself."""
+    return key
 
 
 def _merge(table: pa.Table, width: int) -> pa.Table:
@@ -260,10 +262,9 @@ def _write(plan: BackfillPlan, table: pa.Table, out: Path | None, sink: bool) ->
     cols = [table.column(f"c{i}").combine_chunks() for i in range(width)]
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
+        signs = pc.if_else(pa.array(ops > 0, pa.bool_()), "+", "-").cast(pa.string())
         named = pa.Table.from_arrays(
-            [pa.array(ts, pa.int64()),
-             pa.array(np.where(ops > 0, "+", "-") if len(ops) else [], pa.string()), *cols],
-            names=["_ts", "_op", *plan.columns],
+            [pa.array(ts, pa.int64()), signs, *cols], names=["_ts", "_op", *plan.columns],
         )
         pq.write_table(named, out / "part-0.parquet")
     if sink:
@@ -277,30 +278,6 @@ def _write(plan: BackfillPlan, table: pa.Table, out: Path | None, sink: bool) ->
                 writer.write(ts[k:k + step], ops[k:k + step], [c.slice(k, step) for c in cols])
         finally:
             writer.close()
-
-
-class _Bars:
-    """Rich progress bars for the streams read (counted by Spark), when enabled."""
-
-    def __init__(self, enabled: bool):
-        self.progress = None
-        if enabled:
-            from rich.progress import Progress
-
-            self.progress = Progress(transient=False)
-            self.progress.start()
-
-    def count(self, name: str, df: Any) -> int:
-        assert self.progress is not None
-        bar = self.progress.add_task(f"read {name}", total=None)
-        n = df.count()
-        self.progress.update(bar, total=max(n, 1), completed=max(n, 1),
-                             description=f"read {name}: {n:,} elements")
-        return n
-
-    def close(self) -> None:
-        if self.progress is not None:
-            self.progress.stop()
 
 
 class _TaskProgress:

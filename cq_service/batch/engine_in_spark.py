@@ -46,6 +46,7 @@ __all__ = [
     "result_ddl",
     "result_schema",
     "run_engine",
+    "source_columns",
     "source_table",
     "stream_column",
 ]
@@ -55,7 +56,9 @@ __all__ = [
 class EngineTask:
     """What one engine run needs. `spec` is the pipeline (only `query` and what it reads are
     run); `relations` maps each stored relation to Arrow IPC bytes of its updates (columns,
-    ``_ts``, ``_op``, ``_offset``); `streams` lists the query's streams in ``_src`` order."""
+    ``_ts``, ``_op``, ``_offset``); `streams` lists the query's streams in ``_src`` order.
+    `ordered` False: each instant's results come in no particular order (the caller orders them;
+    saves the engine's canonical sort)."""
 
     spec: PipelineSpec
     query: str
@@ -64,6 +67,7 @@ class EngineTask:
     end: int
     relations: dict[str, bytes] = field(default_factory=dict)
     batch_rows: int = 65_536
+    ordered: bool = True
 
     def pickled(self) -> bytes:
         return pickle.dumps(self)
@@ -113,7 +117,8 @@ class _Discard(_Collect):
 
 class _TableReader:
     """Replays a table of elements (schema columns, ``_ts``, optional ``_op``, ``_offset``) in
-    its order, then promises nothing at or below `end` follows, then ends."""
+    its order, then promises nothing at or below `end` follows, then ends. A schema column the
+    table lacks reads as NULLs (a pruned column, `plan.columns`)."""
 
     def __init__(self, table: pa.Table, stream: StreamSpec, end: int, batch_rows: int):
         self.names = [f.name for f in stream.schema]
@@ -123,21 +128,24 @@ class _TableReader:
         self.batch_rows = batch_rows
         self.pos = 0
         self.done = False
+        # Cast and combined once: every chunk read is then a zero-copy slice.
+        present = set(table.column_names)
+        width = min(batch_rows, table.num_rows)
+        self._columns = [
+            _combined(table.column(n), t) if n in present else _Nulls(pa.nulls(width, t))
+            for n, t in zip(self.names, self.types)
+        ]
+        self._ts = _numpy(table.column("_ts"), np.int64)
+        self._ops = (_numpy(table.column("_op"), np.int8) if "_op" in table.column_names
+                     else np.ones(table.num_rows, dtype=np.int8))
+        self._record = _numpy(table.column("_offset"), np.int64)
 
     def read(self) -> RawChunk | None:
         if self.pos < self.table.num_rows:
-            part = self.table.slice(self.pos, self.batch_rows)
-            self.pos += part.num_rows
-            cols = tuple(
-                part.column(n).combine_chunks().cast(t) for n, t in zip(self.names, self.types)
-            )
-            ts = part.column("_ts").to_numpy().astype(np.int64)
-            if "_op" in part.column_names:
-                ops = part.column("_op").to_numpy().astype(np.int8)
-            else:
-                ops = np.ones(len(ts), dtype=np.int8)
-            record = part.column("_offset").to_numpy().astype(np.int64)
-            return RawChunk(cols, ts, ops, record)
+            lo = self.pos
+            hi = self.pos = min(lo + self.batch_rows, self.table.num_rows)
+            cols = tuple(c.slice(lo, hi - lo) for c in self._columns)
+            return RawChunk(cols, self._ts[lo:hi], self._ops[lo:hi], self._record[lo:hi])
         if not self.done:
             self.done = True
             empty = tuple(pa.array([], type=t) for t in self.types)
@@ -146,13 +154,32 @@ class _TableReader:
         return None
 
 
-def _with_collecting_sinks(spec: PipelineSpec, target: str) -> PipelineSpec:
-    """Every sink, and `target`'s even when it is a view, made a file sink spec the engine
-    writes through our collector instead (canonical order is only kept for sinks that are not
-    blackholes)."""
+class _Nulls:
+    """A column of NULLs: slices of one shared array (arrays are never written to)."""
+
+    def __init__(self, nulls: pa.Array):
+        self.nulls = nulls
+
+    def slice(self, offset: int, length: int) -> pa.Array:
+        return self.nulls.slice(0, length)
+
+
+def _combined(column: pa.ChunkedArray, to: pa.DataType) -> pa.Array:
+    array = column.combine_chunks()
+    return array if array.type == to else array.cast(to)
+
+
+def _numpy(column: pa.ChunkedArray, dtype: type) -> np.ndarray:
+    return np.asarray(column.to_numpy(), dtype=dtype)
+
+
+def _with_collecting_sinks(spec: PipelineSpec, target: str, ordered: bool = True) -> PipelineSpec:
+    """Every sink, and `target`'s even when it is a view, made a sink spec the engine writes
+    through our collector instead: a file spec when `ordered` (canonical order is only kept for
+    sinks that are not blackholes), else a blackhole spec."""
+    sink = SinkSpec("file", "unused.jsonl", "jsonl") if ordered else SinkSpec("blackhole")
     queries = {
-        n: replace(q, sink=SinkSpec("file", "unused.jsonl", "jsonl"))
-        if q.sink or n == target else q
+        n: replace(q, sink=sink) if q.sink or n == target else q
         for n, q in spec.queries.items()
     }
     return replace(spec, queries=queries)
@@ -163,20 +190,26 @@ def _with_collecting_sinks(spec: PipelineSpec, target: str) -> PipelineSpec:
 _COMPILED: dict[bytes, CompiledPipeline] = {}
 
 
-def _compiled(spec: PipelineSpec, query: str) -> CompiledPipeline:
-    key = pickle.dumps((spec, query))
+def _compiled(spec: PipelineSpec, query: str, ordered: bool = True) -> CompiledPipeline:
+    key = pickle.dumps((spec, query, ordered))
     compiled = _COMPILED.get(key)
     if compiled is None:
         if len(_COMPILED) >= 64:
             _COMPILED.clear()
         compiled = _COMPILED[key] = compile_pipeline(
-            _with_collecting_sinks(subset(spec, [query]), query))
+            _with_collecting_sinks(subset(spec, [query]), query, ordered))
     return compiled
+
+
+def source_columns(spec: PipelineSpec, query: str) -> dict[str, tuple[str, ...]]:
+    """The schema columns of each stream `query` reads that its plan uses (a stream not named
+    uses every column): the others may be NULL (`plan.columns`)."""
+    return dict(_compiled(spec, query, ordered=False).plan.source_columns)
 
 
 def run_engine(task: EngineTask, streams: dict[str, pa.Table]) -> pa.Table:
     """The query's result over these streams (and the task's relations); see the module doc."""
-    compiled = _compiled(task.spec, task.query)
+    compiled = _compiled(task.spec, task.query, task.ordered)
     spec = compiled.spec
     inputs = {**spec.streams, **spec.relations}
     readers, options = {}, {}
@@ -228,20 +261,22 @@ def ordered(table: pa.Table, width: int) -> Batch:
 
 
 def _result_table(collect: _Collect, types: list[pa.DataType]) -> pa.Table:
-    names = ["_ts", "_op", *(f"c{i}" for i in range(len(types)))]
     schema = pa.schema(
         [("_ts", pa.int64()), ("_op", pa.int8())]
         + [(f"c{i}", t if t != pa.null() else pa.string()) for i, t in enumerate(types)]
     )
     if not collect.parts:
         return schema.empty_table()
-    ts = np.concatenate([p[0] for p in collect.parts])
-    ops = np.concatenate([p[1] for p in collect.parts]).astype(np.int8)
-    cols = [
-        pa.concat_arrays([p[2][i].cast(schema.field(i + 2).type) for p in collect.parts])
-        for i in range(len(types))
-    ]
-    return pa.Table.from_arrays([pa.array(ts), pa.array(ops), *cols], names=names).cast(schema)
+    # One record batch per part written: no concatenation (the table is chunked).
+    batches = []
+    for ts, ops, columns in collect.parts:
+        arrays = [pa.array(np.asarray(ts, dtype=np.int64)), pa.array(ops.astype(np.int8))]
+        for c, f in zip(columns, schema.names[2:], strict=True):
+            c = c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c
+            want = schema.field(f).type
+            arrays.append(c if c.type == want else c.cast(want))
+        batches.append(pa.RecordBatch.from_arrays(arrays, schema=schema))
+    return pa.Table.from_batches(batches, schema=schema)
 
 
 def _empty_elements(s: StreamSpec) -> pa.Table:
@@ -256,10 +291,12 @@ def _from_ipc(data: bytes | None) -> pa.Table | None:
     return pa.ipc.open_stream(io.BytesIO(data)).read_all()
 
 
-def to_ipc(table: pa.Table) -> bytes:
-    """`table` as Arrow IPC stream bytes (how relations travel to the tasks)."""
+def to_ipc(table: pa.Table, compression: str | None = None) -> bytes:
+    """`table` as Arrow IPC stream bytes (how relations travel to the tasks), its buffers
+    compressed with `compression` (``zstd``, ``lz4``) if given."""
     sink = io.BytesIO()
-    with pa.ipc.new_stream(sink, table.schema) as w:
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    with pa.ipc.new_stream(sink, table.schema, options=options) as w:
         w.write_table(table)
     return sink.getvalue()
 

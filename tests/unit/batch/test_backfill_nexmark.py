@@ -42,22 +42,35 @@ def _restricted(table: pa.Table, start: int) -> pa.Table:
     return table.filter(pc.greater_equal(table.column("_ts"), start))
 
 
-@pytest.mark.parametrize("query", QUERIES)
-def test_backfill_equals_cq_run(spark, nexmark_data: Path, query: str) -> None:
+# How the key path's streams reach the tasks: the default (small archives: each task filters
+# its keys), and both spreads forced on three tasks (uneven buckets, the shuffle).
+SPREADS = [(None, None), ("filter", 3), ("shuffle", 3)]
+KEY_PATH = ("q0", "q1", "q2", "q3", "q8")
+
+
+@pytest.mark.parametrize(("query", "spread", "partitions"), [
+    (q, spread, parts) for q in QUERIES for spread, parts in SPREADS
+    if q in KEY_PATH or spread is None
+])
+def test_backfill_equals_cq_run(spark, nexmark_data: Path, query: str, spread: str | None,
+                                partitions: int | None) -> None:
     one, expected, end = _run_and_archive(nexmark_data, query)
     assert expected.num_rows > 0
     root = nexmark_data / f"archive-{query}"
     plan = plan_backfill(one, query, end=end, root=root)
-    run_backfill(plan, spark, out=nexmark_data / f"bf-{query}")
-    got = pq.read_table(nexmark_data / f"bf-{query}" / "part-0.parquet")
+    out = nexmark_data / f"bf-{query}-{spread}"
+    report = run_backfill(plan, spark, out=out, spread=spread, partitions=partitions)
+    got = pq.read_table(out / "part-0.parquet")
     assert got.equals(expected), plan.describe()
+    archived = {s: pq.read_table(root / s).num_rows for s in plan.partitioning.streams}
+    assert report.inputs == archived
 
     # From the middle of the data: state from before T1 counts, output before it does not.
     ts = expected.column("_ts").to_numpy()
     start = int(ts[3 * len(ts) // 4])
     plan = plan_backfill(one, query, start=start, end=end, root=root)
-    run_backfill(plan, spark, out=nexmark_data / f"bf-{query}-mid")
-    got = pq.read_table(nexmark_data / f"bf-{query}-mid" / "part-0.parquet")
+    run_backfill(plan, spark, out=out / "mid", spread=spread, partitions=partitions)
+    got = pq.read_table(out / "mid" / "part-0.parquet")
     assert got.equals(_restricted(expected, start)), plan.describe()
 
 

@@ -2,9 +2,10 @@
 
 Each case is a pipeline from `tests/property/strategies` (every feature family), run by `cq run`
 to jsonl sinks; its streams are archived (`archive_fixture`), and each query with a sink is
-backfilled to a second jsonl file from the whole archive and from a T1 inside the data. The
-files must be identical line for line (at and after T1), so both the elements of every instant
-and their canonical order within it agree.
+backfilled to a second jsonl file from the whole archive and from a T1 inside the data, on two
+tasks (keyed streams filtered in each) or on three through the shuffle. The files must be
+identical line for line (at and after T1), so both the elements of every instant and their
+canonical order within it agree.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def _lines(path: Path, start: int | None) -> list[str]:
     return out
 
 
-def _check(case: strat.Case, spark, tmp: Path, pick: int) -> None:
+def _check(case: strat.Case, spark, tmp: Path, pick: int, spread: tuple) -> None:
     path = write_pipeline(tmp, case.pipeline, case.data)
     run_pipeline(load_and_compile(path))
     spec = load_pipeline(path)
@@ -61,7 +62,7 @@ def _check(case: strat.Case, spark, tmp: Path, pick: int) -> None:
             redirected = replace(spec, queries={
                 **spec.queries, name: replace(q, sink=SinkSpec("file", str(out), "jsonl"))})
             plan = plan_backfill(redirected, name, start=start, end=end, root=tmp / "archive")
-            run_backfill(plan, spark, sink=True)
+            run_backfill(plan, spark, sink=True, spread=spread[0], partitions=spread[1])
             expected = _lines(Path(q.sink.path), start)
             assert _lines(out, None) == expected, (plan.describe(), path.read_text())
 
@@ -69,7 +70,9 @@ def _check(case: strat.Case, spark, tmp: Path, pick: int) -> None:
 @settings(max_examples=int(os.environ.get("CQ_BACKFILL_EXAMPLES", "14")), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                  HealthCheck.function_scoped_fixture])
-@given(case=st.one_of(*(strat.cases(f) for f in FAMILIES)), pick=st.integers(0, 1000))
-def test_backfill_equals_cq_run_on_random_queries(spark, case: strat.Case, pick: int) -> None:
+@given(case=st.one_of(*(strat.cases(f) for f in FAMILIES)), pick=st.integers(0, 1000),
+       spread=st.sampled_from([(None, None), ("shuffle", 3)]))
+def test_backfill_equals_cq_run_on_random_queries(spark, case: strat.Case, pick: int,
+                                                  spread: tuple) -> None:
     with tempfile.TemporaryDirectory(prefix="cq-backfill-") as d:
-        _check(case, spark, Path(d), pick)
+        _check(case, spark, Path(d), pick, spread)
