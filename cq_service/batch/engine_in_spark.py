@@ -40,15 +40,22 @@ from cq_service.spec.model import PipelineSpec, SinkSpec, StreamSpec
 from cq_service.types import DataType, arrow_type
 
 __all__ = [
+    "Collect",
+    "Discard",
     "EngineTask",
+    "compiled_query",
+    "empty_elements",
+    "from_ipc",
     "ordered",
     "partition_runner",
     "result_ddl",
     "result_schema",
+    "result_table",
     "run_engine",
     "source_columns",
     "source_table",
     "stream_column",
+    "to_ipc",
 ]
 
 
@@ -87,7 +94,7 @@ def result_schema(spec: PipelineSpec, query: str) -> tuple[tuple[str, ...], tupl
     raise KeyError(query)
 
 
-class _Collect:
+class Collect:
     """A result writer that keeps the elements at or after `emit_from`."""
 
     def __init__(self, emit_from: int):
@@ -110,7 +117,9 @@ class _Collect:
         pass
 
 
-class _Discard(_Collect):
+class Discard(Collect):
+    """A result writer that keeps nothing (the sinks of queries other than the one run)."""
+
     def write(self, ts: np.ndarray, ops: np.ndarray, columns) -> None:
         pass
 
@@ -190,7 +199,8 @@ def _with_collecting_sinks(spec: PipelineSpec, target: str, ordered: bool = True
 _COMPILED: dict[bytes, CompiledPipeline] = {}
 
 
-def _compiled(spec: PipelineSpec, query: str, ordered: bool = True) -> CompiledPipeline:
+def compiled_query(spec: PipelineSpec, query: str, ordered: bool = True) -> CompiledPipeline:
+    """`query` (with what it reads) compiled with collecting sinks, once per Python worker."""
     key = pickle.dumps((spec, query, ordered))
     compiled = _COMPILED.get(key)
     if compiled is None:
@@ -204,12 +214,12 @@ def _compiled(spec: PipelineSpec, query: str, ordered: bool = True) -> CompiledP
 def source_columns(spec: PipelineSpec, query: str) -> dict[str, tuple[str, ...]]:
     """The schema columns of each stream `query` reads that its plan uses (a stream not named
     uses every column): the others may be NULL (`plan.columns`)."""
-    return dict(_compiled(spec, query, ordered=False).plan.source_columns)
+    return dict(compiled_query(spec, query, ordered=False).plan.source_columns)
 
 
 def run_engine(task: EngineTask, streams: dict[str, pa.Table]) -> pa.Table:
     """The query's result over these streams (and the task's relations); see the module doc."""
-    compiled = _compiled(task.spec, task.query, task.ordered)
+    compiled = compiled_query(task.spec, task.query, task.ordered)
     spec = compiled.spec
     inputs = {**spec.streams, **spec.relations}
     readers, options = {}, {}
@@ -218,17 +228,17 @@ def run_engine(task: EngineTask, streams: dict[str, pa.Table]) -> pa.Table:
             continue
         s = inputs[node.op.name]
         if s.is_relation:
-            table = _from_ipc(task.relations.get(s.name))
+            table = from_ipc(task.relations.get(s.name))
         else:
             table = streams.get(s.name)
         if table is None:
-            table = _empty_elements(s)
+            table = empty_elements(s)
         readers[s.name] = _TableReader(table, s, task.end, task.batch_rows)
         # Elements come in replay order: no reordering, no lateness.
         options[s.name] = SourceOptions(s.is_relation, 0, "drop", None)
-    collect = _Collect(task.emit_from)
+    collect = Collect(task.emit_from)
     writers = {
-        s.query: collect if s.query == task.query else _Discard(task.emit_from)
+        s.query: collect if s.query == task.query else Discard(task.emit_from)
         for s in compiled.plan.sinks
     }
     executor = build_executor(
@@ -241,7 +251,7 @@ def run_engine(task: EngineTask, streams: dict[str, pa.Table]) -> pa.Table:
     )
     executor.run()
     sink = next(s for s in compiled.plan.sinks if s.query == task.query)
-    return _result_table(collect, [arrow_type(t) for t in sink.types])
+    return result_table(collect, [arrow_type(t) for t in sink.types])
 
 
 def result_ddl(types: Sequence[DataType]) -> str:
@@ -260,7 +270,8 @@ def ordered(table: pa.Table, width: int) -> Batch:
     ))
 
 
-def _result_table(collect: _Collect, types: list[pa.DataType]) -> pa.Table:
+def result_table(collect: Collect, types: list[pa.DataType]) -> pa.Table:
+    """What `collect` kept as a table: ``_ts``, ``_op``, ``c0`` … typed `types`."""
     schema = pa.schema(
         [("_ts", pa.int64()), ("_op", pa.int8())]
         + [(f"c{i}", t if t != pa.null() else pa.string()) for i, t in enumerate(types)]
@@ -279,13 +290,15 @@ def _result_table(collect: _Collect, types: list[pa.DataType]) -> pa.Table:
     return pa.Table.from_batches(batches, schema=schema)
 
 
-def _empty_elements(s: StreamSpec) -> pa.Table:
+def empty_elements(s: StreamSpec) -> pa.Table:
+    """No elements of `s`: its columns, ``_ts``, ``_offset``."""
     fields = [pa.field(f.name, arrow_type(f.type)) for f in s.schema]
     fields += [pa.field("_ts", pa.int64()), pa.field("_offset", pa.int64())]
     return pa.schema(fields).empty_table()
 
 
-def _from_ipc(data: bytes | None) -> pa.Table | None:
+def from_ipc(data: bytes | None) -> pa.Table | None:
+    """The table of `to_ipc` bytes (None stays None)."""
     if data is None:
         return None
     return pa.ipc.open_stream(io.BytesIO(data)).read_all()

@@ -120,7 +120,7 @@ class BucketEngine:
 
     def __init__(self, spec: PipelineSpec, query: str, state: EngineState | None,
                  batch_rows: int):
-        compiled = eis._compiled(spec, query)
+        compiled = eis.compiled_query(spec, query)
         self.query = query
         self.batch_rows = batch_rows
         self.spec = compiled.spec
@@ -136,8 +136,8 @@ class BucketEngine:
             # Elements come in replay order, the driver having decided lateness.
             self.engine.add_source(s.name, node.op, self.feeds[s.name],
                                    SourceOptions(s.is_relation, 0, "drop", None))
-        self.collect = eis._Collect(int(NEVER))
-        writers = {s.query: self.collect if s.query == query else eis._Discard(int(NEVER))
+        self.collect = eis.Collect(int(NEVER))
+        writers = {s.query: self.collect if s.query == query else eis.Discard(int(NEVER))
                    for s in plan.sinks}
         if state is None:
             self.engine.add_queries(plan, {n: n for n in self.feeds}, writers)
@@ -154,7 +154,7 @@ class BucketEngine:
         for name, feed in self.feeds.items():
             table = tables.get(name)
             if table is None:
-                table = eis._empty_elements(self.spec.streams.get(name)
+                table = eis.empty_elements(self.spec.streams.get(name)
                                             or self.spec.relations[name])
             fed += table.num_rows
             feed.push(table, beat, self.batch_rows)
@@ -165,9 +165,9 @@ class BucketEngine:
                     op.run(self.batch_rows)
             executor.drain()
         self.engine.quiesce()
-        sink = next(s for s in eis._compiled(self.spec, self.query).plan.sinks
+        sink = next(s for s in eis.compiled_query(self.spec, self.query).plan.sinks
                     if s.query == self.query)
-        table = eis._result_table(self.collect, [arrow_type(t) for t in sink.types])
+        table = eis.result_table(self.collect, [arrow_type(t) for t in sink.types])
         self.collect.parts.clear()
         if table.num_rows and pc.max(table.column("_ts")).as_py() > beat:
             raise RuntimeError(f"{self.query}: the engine released a result after its "
@@ -224,7 +224,7 @@ def _due(state: BucketState, new: dict[str, pa.Table], task: StepTask
     order); what comes after stays pending in `state`."""
     feed: dict[str, pa.Table] = {}
     for name in task.streams:
-        parts = [t for t in (_from_ipc(state.pending.get(name)), new.get(name))
+        parts = [t for t in (eis.from_ipc(state.pending.get(name)), new.get(name))
                  if t is not None and t.num_rows]
         state.pending.pop(name, None)
         if not parts:
@@ -240,7 +240,7 @@ def _due(state: BucketState, new: dict[str, pa.Table], task: StepTask
         if cut < table.num_rows:
             state.pending[name] = eis.to_ipc(table.slice(cut))
     for name, data in task.relations.items():
-        table = _from_ipc(data)
+        table = eis.from_ipc(data)
         if table is None:
             continue
         ts = table.column("_ts").to_numpy()
@@ -248,10 +248,6 @@ def _due(state: BucketState, new: dict[str, pa.Table], task: StepTask
         if keep.any():
             feed[name] = table.filter(pa.array(keep))
     return feed
-
-
-def _from_ipc(data: bytes | None) -> pa.Table | None:
-    return eis._from_ipc(data)
 
 
 def step_runner(task_bytes: bytes) -> Callable[[Iterable[pa.RecordBatch]],

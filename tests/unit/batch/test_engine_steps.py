@@ -96,7 +96,7 @@ def _check(case: strat.Case, cuts: list[int], ahead: int, compared: list[str]) -
             got, fed = _stepped(spec, bq.name, streams, relations, beats, ahead)
             assert got == _rows(whole), (bq.name, spec.queries[bq.name].cql, beats)
             on_time = sum(t.num_rows for t in streams.values())
-            relation_rows = sum(int((eis._from_ipc(r).column("_ts").to_numpy() <= end).sum())
+            relation_rows = sum(int((eis.from_ipc(r).column("_ts").to_numpy() <= end).sum())
                                 for r in relations.values())
             assert fed == on_time + relation_rows  # each element fed once
             compared.append(bq.name)

@@ -45,7 +45,7 @@ def test_a_supported_pipeline_is_valid_and_says_how(tmp_path):
 
 
 def test_a_query_that_does_not_split_by_a_key_runs_on_one_key(tmp_path):
-    result, path = _validate(tmp_path, PIPELINE.format(extra=GLOBAL))
+    result, _ = _validate(tmp_path, PIPELINE.format(extra=GLOBAL))
     assert result.exit_code == 0, result.output
     line = next(x for x in result.output.splitlines() if "everything" in x)
     assert line.startswith("everything: runner spark: single-partition path: ")
