@@ -54,6 +54,7 @@ __all__ = [
     "run_engine",
     "source_columns",
     "source_table",
+    "split_streams",
     "stream_column",
     "to_ipc",
 ]
@@ -322,22 +323,29 @@ def partition_runner(task_bytes: bytes) -> Callable[[Iterable[pa.RecordBatch]],
         task: EngineTask = pickle.loads(task_bytes)
         batches = list(batches)
         rows = pa.Table.from_batches(batches) if batches else None
-        streams: dict[str, pa.Table] = {}
-        if rows is not None and rows.num_rows:
-            src = rows.column("_src").to_numpy()
-            for i, name in enumerate(task.streams):
-                s = task.spec.streams[name]
-                mine = rows.filter(pa.array(src == i))
-                if not mine.num_rows:
-                    continue
-                arrays = [mine.column(stream_column(i, j)) for j in range(len(s.schema))]
-                arrays += [mine.column("_ts"), mine.column("_offset")]
-                names = [f.name for f in s.schema] + ["_ts", "_offset"]
-                streams[name] = pa.Table.from_arrays(arrays, names=names)
-        result = run_engine(task, streams)
+        result = run_engine(task, split_streams(rows, task.spec, task.streams))
         yield from result.to_batches(max_chunksize=65_536)
 
     return run
+
+
+def split_streams(rows: pa.Table | None, spec: PipelineSpec, streams: Sequence[str],
+                  extra: Sequence[str] = ("_ts", "_offset")) -> dict[str, pa.Table]:
+    """Side-by-side rows (``_src`` naming the stream, `stream_column` names) as one table per
+    stream: its schema columns, then the `extra` columns."""
+    out: dict[str, pa.Table] = {}
+    if rows is None or not rows.num_rows:
+        return out
+    src = rows.column("_src").to_numpy()
+    for i, name in enumerate(streams):
+        s = spec.streams[name]
+        mine = rows.filter(pa.array(src == i))
+        if not mine.num_rows:
+            continue
+        arrays = [mine.column(stream_column(i, j)) for j in range(len(s.schema))]
+        arrays += [mine.column(c) for c in extra]
+        out[name] = pa.Table.from_arrays(arrays, names=[f.name for f in s.schema] + list(extra))
+    return out
 
 
 def source_table(stream: StreamSpec, time_unit: str, batch_rows: int = 65_536) -> pa.Table:

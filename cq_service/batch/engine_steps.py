@@ -199,25 +199,6 @@ def _load(task: StepTask, bucket: int) -> tuple[BucketEngine, BucketState, bool]
     return BucketEngine(task.spec, task.query, state.engine, task.batch_rows), state, False
 
 
-def _split(rows: pa.Table | None, task: StepTask) -> dict[str, pa.Table]:
-    """The side-by-side rows of the task's streams, one table per stream (schema columns,
-    ``_ts``, ``_offset``)."""
-    out: dict[str, pa.Table] = {}
-    if rows is None or not rows.num_rows:
-        return out
-    src = rows.column("_src").to_numpy()
-    for i, name in enumerate(task.streams):
-        s = task.spec.streams[name]
-        mine = rows.filter(pa.array(src == i))
-        if not mine.num_rows:
-            continue
-        arrays = [mine.column(eis.stream_column(i, j)) for j in range(len(s.schema))]
-        arrays += [mine.column("_ts"), mine.column("_partition"), mine.column("_offset")]
-        names = [f.name for f in s.schema] + ["_ts", "_partition", "_offset"]
-        out[name] = pa.Table.from_arrays(arrays, names=names)
-    return out
-
-
 def _due(state: BucketState, new: dict[str, pa.Table], task: StepTask
          ) -> dict[str, pa.Table]:
     """Each input's elements to feed now (timestamps <= the task's heartbeat, in replay
@@ -265,7 +246,8 @@ def step_runner(task_bytes: bytes) -> Callable[[Iterable[pa.RecordBatch]],
         batches = list(batches)
         rows = pa.Table.from_batches(batches) if batches else None
         engine, state, kept = _load(task, bucket)
-        feed = _due(state, _split(rows, task), task)
+        new = eis.split_streams(rows, task.spec, task.streams, ("_ts", "_partition", "_offset"))
+        feed = _due(state, new, task)
         result, fed = engine.step(feed, task.beat)
         state.beat = task.beat
         state.engine = engine.snapshot()
