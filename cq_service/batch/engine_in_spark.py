@@ -43,6 +43,7 @@ __all__ = [
     "Collect",
     "Discard",
     "EngineTask",
+    "TableReader",
     "compiled_query",
     "empty_elements",
     "from_ipc",
@@ -125,7 +126,7 @@ class Discard(Collect):
         pass
 
 
-class _TableReader:
+class TableReader:
     """Replays a table of elements (schema columns, ``_ts``, optional ``_op``, ``_offset``) in
     its order, then promises nothing at or below `end` follows, then ends. A schema column the
     table lacks reads as NULLs (a pruned column, `plan.columns`)."""
@@ -234,7 +235,7 @@ def run_engine(task: EngineTask, streams: dict[str, pa.Table]) -> pa.Table:
             table = streams.get(s.name)
         if table is None:
             table = empty_elements(s)
-        readers[s.name] = _TableReader(table, s, task.end, task.batch_rows)
+        readers[s.name] = TableReader(table, s, task.end, task.batch_rows)
         # Elements come in replay order: no reordering, no lateness.
         options[s.name] = SourceOptions(s.is_relation, 0, "drop", None)
     collect = Collect(task.emit_from)

@@ -24,6 +24,7 @@ gives what one engine running straight through gives (tests/unit/engine/test_sna
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pickle
@@ -90,29 +91,24 @@ class _Feed:
     with nothing new), never the end of input."""
 
     def __init__(self, stream: StreamSpec):
-        self.names = [f.name for f in stream.schema]
+        self.stream = stream
         self.types = [arrow_type(f.type) for f in stream.schema]
         self.chunks: deque[RawChunk] = deque()
 
     def push(self, table: pa.Table, beat: int, batch_rows: int) -> None:
-        for start in range(0, table.num_rows, batch_rows):
-            part = table.slice(start, batch_rows)
-            cols = tuple(part.column(n).combine_chunks().cast(t)
-                         for n, t in zip(self.names, self.types))
-            ts = part.column("_ts").to_numpy().astype(np.int64)
-            ops = (part.column("_op").to_numpy().astype(np.int8) if "_op" in part.column_names
-                   else np.ones(len(ts), dtype=np.int8))
-            record = part.column("_offset").to_numpy().astype(np.int64)
-            self.chunks.append(RawChunk(cols, ts, ops, record))
-        self.chunks.append(self._empty(None if beat == NEVER else beat))
+        """`table`'s elements in chunks, then a heartbeat at `beat` (none before the first)."""
+        reader = eis.TableReader(table, self.stream, beat, batch_rows)
+        while (chunk := reader.read()) is not None:
+            if chunk.heartbeat == NEVER:
+                chunk = dataclasses.replace(chunk, heartbeat=None)
+            self.chunks.append(chunk)
 
     def read(self) -> RawChunk:
-        return self.chunks.popleft() if self.chunks else self._empty(None)
-
-    def _empty(self, beat: int | None) -> RawChunk:
+        if self.chunks:
+            return self.chunks.popleft()
         none = np.empty(0, dtype=np.int64)
         return RawChunk(tuple(pa.array([], type=t) for t in self.types), none,
-                        none.astype(np.int8), none, heartbeat=beat)
+                        none.astype(np.int8), none)
 
 
 class BucketEngine:

@@ -18,7 +18,7 @@ from cq_service.batch.backfill_tasks import (
     list_splits,
     replay_sorted,
 )
-from cq_service.batch.engine_in_spark import _TableReader
+from cq_service.batch.engine_in_spark import TableReader
 from cq_service.spec.model import FieldSpec, SourceSpec, StreamSpec
 from cq_service.types import DataType
 
@@ -116,7 +116,7 @@ def test_replay_order_is_restored_only_when_broken() -> None:
 def test_the_engine_reader_reads_absent_columns_as_nulls() -> None:
     table = pa.table({"k": pa.array([1, 2, 3], pa.int64()), "_ts": [1, 2, 3],
                       "_offset": [0, 1, 2]})
-    reader = _TableReader(table, _stream(), end=10, batch_rows=2)
+    reader = TableReader(table, _stream(), end=10, batch_rows=2)
     first, second = reader.read(), reader.read()
     assert first.columns[0].to_pylist() == [1, 2] and second.columns[0].to_pylist() == [3]
     assert first.columns[1].to_pylist() == [None, None] and second.columns[1].to_pylist() == [None]
