@@ -170,6 +170,27 @@ class SparkCluster:
     def worker_of_web_port(self, web_port: int) -> int | None:
         return next((i for i, w in enumerate(self.workers) if w.web_port == web_port), None)
 
+    def python_cpu(self, i: int) -> float:
+        """CPU seconds used so far by the Python processes under worker `i` (its executors'
+        Python workers, and those they reaped): it grows only while a task runs Python there."""
+        process = self.workers[i].process
+        if process is None:
+            return 0.0
+        ticks = 0
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text().rpartition(")")[2].split()
+                if int(stat[2]) != process.pid:  # the process group: the worker's session
+                    continue
+                if b"python" not in (entry / "cmdline").read_bytes():
+                    continue
+            except (OSError, IndexError, ValueError):
+                continue
+            ticks += sum(int(x) for x in stat[11:15])  # utime stime cutime cstime
+        return ticks / os.sysconf("SC_CLK_TCK")
+
     def driver_env(self, base: dict[str, str] | None = None) -> dict[str, str]:
         """The environment of a driver process using this cluster (see the module doc)."""
         env = dict(os.environ if base is None else base)
