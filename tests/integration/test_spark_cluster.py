@@ -1,7 +1,8 @@
 """`cq backfill` and the Spark runner on a real Spark standalone cluster (a master and two
 workers on 127.0.0.1, tests/services/spark.py): the results equal `cq run`'s, the work runs in
-executors of their own on both workers, their Python workers run the project's engine, and a
-worker killed and started again during a runner job loses nothing.
+executors of their own on both workers, their Python workers run the project's engine, a
+worker killed and started again during a runner job loses nothing, and `cq serve` runs its
+runner-spark jobs on the master of its setting (CQ_SPARK_MASTER).
 
 Every driver is a `cq` process of its own (its own JVM: the test process may hold a local
 SparkSession of other tests). What ran where comes from each application's Spark event log.
@@ -296,6 +297,53 @@ def test_a_worker_restart_during_a_runner_job_loses_nothing(spark_cluster, kafka
     assert {"ExecutorLostFailure", "FetchFailed"} & set(failed), failed
 
 
+def test_the_worker_runs_its_spark_jobs_on_the_master_of_its_setting(
+    spark_cluster, kafka_bootstrap, new_topic, tmp_path
+):
+    """`cq serve` with CQ_SPARK_MASTER=spark://…: the worker's job for a runner-spark pipeline
+    runs on the cluster (executors on both workers) and writes the embedded `cq run`'s results
+    up to its heartbeat."""
+    topic = new_topic(2)
+    folder = tmp_path / "pipelines"
+    folder.mkdir()
+    out = tmp_path / "serve-out"
+    (folder / "p.yaml").write_text(RUNNER.format(topic=topic, bootstrap=kafka_bootstrap,
+                                                 out=out))
+    records = Records(kafka_bootstrap, topic)
+    try:
+        records.send(0, 600)
+        for p in (0, 1):
+            records.send_raw(json.dumps({"k": p, "v": 0, "ts": SENTINEL_TS}).encode(), p)
+    finally:
+        records.close()
+    expected = embedded(folder / "p.yaml", tmp_path / "embedded")
+    expected = {n: [x for x in v if json.loads(x)["_ts"] < SENTINEL_TS]
+                for n, v in expected.items()}
+    total = sum(len(v) for v in expected.values())
+
+    env = spark_cluster.driver_env()
+    env.update({"CQ_SPARK_MASTER": spark_cluster.master_url, "CQ_SPARK_TRIGGER": "1 second",
+                "CQ_SPARK_CHECKPOINTS": str(tmp_path / "spark"), "CQ_PIPELINES": str(folder),
+                "CQ_CATALOG": f"sqlite:///{tmp_path / 'catalog.db'}", "CQ_PORT": "0",
+                "CQ_RECONCILE_INTERVAL": "0.5", "CQ_MANAGE_INTERVAL": "0"})
+    before = set(spark_cluster.events())
+    log = tmp_path / "serve.log"
+    with log.open("wb") as console:
+        worker = subprocess.Popen([str(CQ), "serve"], env=env, stdout=console,
+                                  stderr=subprocess.STDOUT, start_new_session=True,
+                                  cwd=tmp_path)
+    try:
+        wait_for(lambda: sum(len(lines(out / f"{n}.jsonl")) for n in QUERIES) >= total,
+                 worker, log, f"all {total} results")
+        time.sleep(3)  # a few more micro-batches: nothing more may come
+    finally:
+        stop(worker)
+    for n in QUERIES:
+        assert_same(expected[n], lines(out / f"{n}.jsonl"))
+    placed = executors(spark_cluster, new_app(spark_cluster, before))
+    assert sorted(placed.values()) == [0, 1], placed
+
+
 def until(condition, job: subprocess.Popen, log: Path, timeout: float) -> bool:
     """Poll `condition` every 50 ms for `timeout` seconds: whether it came true. Fails if
     `job` exits meanwhile (with its log)."""
@@ -303,7 +351,7 @@ def until(condition, job: subprocess.Popen, log: Path, timeout: float) -> bool:
     while not condition():
         if job.poll() is not None:
             tail = log.read_text(errors="replace")[-6000:]
-            pytest.fail(f"cq spark-submit exited ({job.returncode}):\n{tail}")
+            pytest.fail(f"{job.args[1]} exited ({job.returncode}):\n{tail}")
         if time.monotonic() > deadline:
             return False
         time.sleep(0.05)
