@@ -253,7 +253,9 @@ def test_a_worker_restart_during_a_runner_job_loses_nothing(spark_cluster, kafka
         wait_for(lambda: produced() > 0, job, log, "the first results")
         first = produced()
         # More records, until worker 1's executor runs Python (a task of the micro-batch
-        # reading them): then SIGKILL that worker and its executor.
+        # reading them): then SIGKILL that worker and its executor. Mostly the kill lands in
+        # the micro-batch (its event log then shows an ExecutorLostFailure or a FetchFailed
+        # that Spark recovers from), but the task may finish first: that is not asserted.
         sent = 400
         while True:
             idle = spark_cluster.python_cpu(1)
@@ -289,12 +291,6 @@ def test_a_worker_restart_during_a_runner_job_loses_nothing(spark_cluster, kafka
     lost = [x for x in removed if placed.get(x) == 1]
     assert lost, f"no executor of worker 1 was lost: {placed}, {removed}\n{output}"
     assert sorted(placed.values()) == [0, 1, 1], placed  # worker 1 gave the job a new one
-    # The kill hit the micro-batch at work: a task was lost with the executor, or a later
-    # stage missed the shuffle output it held; Spark ran them again.
-    failed = [e["Task End Reason"]["Reason"] for e in events
-              if e["Event"] == "SparkListenerTaskEnd"
-              and e["Task End Reason"]["Reason"] != "Success"]
-    assert {"ExecutorLostFailure", "FetchFailed"} & set(failed), failed
 
 
 def test_the_worker_runs_its_spark_jobs_on_the_master_of_its_setting(
