@@ -60,11 +60,9 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 # pytest exits 5 when it collected nothing: an empty selection is a failure, not a pass.
-# --dist loadgroup keeps each xdist_group's tests on one worker (the Spark cluster tests share
-# one cluster). Then the quick NEXMark run: q0-q8 on cq, Spark and Flink, failing if any
-# results disagree.
+# Then the quick NEXMark run: q0-q8 on cq, Spark and Flink, failing if any results disagree.
 test: $(STAMP) lint bench-deps services
-	$(PY) -m pytest -q -n 2 --dist loadgroup -p no:cacheprovider tests; status=$$?; \
+	$(PY) -m pytest -q -n 2 -p no:cacheprovider tests; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "no tests were collected" >&2; exit 1; fi; exit $$status
 	$(CQ) bench nexmark --quick
 

@@ -9,7 +9,8 @@ Those are shared and are never stopped. A test that stops a dependency and start
 takes one of its own instead: `own_kafka`, `own_postgres` (tests/services/own.py).
 
 `spark_cluster` is a Spark standalone master and two workers (tests/services/spark.py), started
-for the session by the first test that asks for it and stopped at its end.
+for the session by the first test that asks for it and stopped at its end: one per test process
+(pytest-xdist workers that each run one of its tests each start their own, on other ports).
 """
 
 from __future__ import annotations

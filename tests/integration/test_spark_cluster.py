@@ -32,8 +32,6 @@ from cq_service.spec import load_pipeline
 from tests.integration.test_spark_runner import assert_same, lines, with_file_sinks
 from tests.services.spark import SparkCluster
 
-pytestmark = pytest.mark.xdist_group("spark-cluster")
-
 CQ = Path(sys.executable).parent / "cq"
 NEXMARK = Path(__file__).resolve().parents[2] / "pipelines" / "nexmark" / "nexmark.yaml"
 PYTHON_RETURNED = "data returned from Python workers"  # mapInArrow's SQL metric

@@ -10,6 +10,9 @@ from PySpark's own launch classes (``bin/spark-class`` of the installed pyspark 
     # every process stopped, the temporary folder removed
 
 The master listens on 7077 when that port is free, else on a free port; web UIs on free ports.
+A daemon never moves to another port on its own (spark.port.maxRetries 0): one whose port was
+taken meanwhile (another test process starting a cluster) exits, and is started again on other
+free ports.
 Each worker offers `cores` cores and `memory` of memory, with its work folder (executors' logs,
 their files) under the cluster's temporary folder. Daemons, executors and drivers started with
 `driver_env()` bind 127.0.0.1 (SPARK_LOCAL_IP) and run Python workers on this interpreter
@@ -46,6 +49,9 @@ MASTER_PORT = 7077
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0
 DAEMON_MEMORY = "512m"  # the master's and workers' own heaps (SPARK_DAEMON_MEMORY)
+# No port search (a master on 7078 would not be the one its URL names), no REST server (6066).
+DAEMON_OPTIONS = "-Dspark.port.maxRetries=0 -Dspark.master.rest.enabled=false"
+LAUNCH_ATTEMPTS = 5
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 
@@ -99,16 +105,34 @@ class SparkCluster:
             _Daemon(f"worker-{i}", free_port(), free_port(), self.root / f"worker-{i}.log")
             for i in range(workers)
         ]
-        self.master_url = f"spark://{HOST}:{self.master.port}"
-        self.web_url = f"http://{HOST}:{self.master.web_port}"
+        self._web_ports = {w.web_port: i for i, w in enumerate(self.workers)}  # every one used
+
+    @property
+    def master_url(self) -> str:
+        return f"spark://{HOST}:{self.master.port}"
+
+    @property
+    def web_url(self) -> str:
+        return f"http://{HOST}:{self.master.web_port}"
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> None:
         """Start the master, then every worker; return once all are ALIVE at the master."""
-        self._launch(self.master, [MASTER_CLASS, "--host", HOST, "--port", str(self.master.port),
-                                   "--webui-port", str(self.master.web_port)])
-        self._wait(lambda s: s.get("status") == "ALIVE", "the master to answer")
+        from tests.services.own import free_port
+
+        for _ in range(LAUNCH_ATTEMPTS):
+            self._launch(self.master, [
+                MASTER_CLASS, "--host", HOST, "--port", str(self.master.port),
+                "--webui-port", str(self.master.web_port),
+            ])  # fmt: skip
+            if self._wait(lambda s: s.get("status") == "ALIVE" and s.get("url") == self.master_url,
+                          "the master to answer") is None:
+                break
+            self.master.process = None  # it exited: a port was taken meanwhile
+            self.master.port, self.master.web_port = free_port(), free_port()
+        else:
+            raise RuntimeError(f"the spark master did not start:\n{self.log_tail()}")
         for i in range(len(self.workers)):
             self._launch_worker(i)
         self.wait_for_workers()
@@ -158,17 +182,28 @@ class SparkCluster:
         return {i for i, w in enumerate(self.workers) if w.port in ports}
 
     def wait_for_workers(self) -> None:
-        """Wait until every running worker is ALIVE at the master."""
-        want = {i for i, w in enumerate(self.workers) if w.process is not None}
-        self._wait(lambda _: self.alive_workers() >= want, f"workers {sorted(want)} to be ALIVE")
+        """Wait until every running worker is ALIVE at the master; one that exits (its port
+        taken meanwhile) is started again on other free ports."""
+        from tests.services.own import free_port
 
-    def worker_ports(self) -> dict[int, int]:
-        """Worker index by its RPC port (an executor's worker shows in its log URLs by web port,
-        in the master's JSON by RPC port)."""
-        return {w.port: i for i, w in enumerate(self.workers)}
+        want = {i for i, w in enumerate(self.workers) if w.process is not None}
+        for _ in range(LAUNCH_ATTEMPTS):
+            exited = self._wait(lambda _: self.alive_workers() >= want,
+                                f"workers {sorted(want)} to be ALIVE")
+            if exited is None:
+                return
+            if exited is self.master:
+                break
+            i = self.workers.index(exited)
+            exited.process = None
+            exited.port, exited.web_port = free_port(), free_port()
+            self._web_ports[exited.web_port] = i
+            self._launch_worker(i)
+        raise RuntimeError(f"spark workers did not start:\n{self.log_tail()}")
 
     def worker_of_web_port(self, web_port: int) -> int | None:
-        return next((i for i, w in enumerate(self.workers) if w.web_port == web_port), None)
+        """The worker whose web UI is (or was) at `web_port` (executors' log URLs name it)."""
+        return self._web_ports.get(web_port)
 
     def python_cpu(self, i: int) -> float:
         """CPU seconds used so far by the Python processes under worker `i` (its executors'
@@ -243,7 +278,7 @@ class SparkCluster:
         env = dict(os.environ)
         env.update(self._common_env())
         env.update({"SPARK_CONF_DIR": str(self._daemon_conf), "SPARK_DAEMON_MEMORY": DAEMON_MEMORY,
-                    "SPARK_NO_DAEMONIZE": "1"})
+                    "SPARK_DAEMON_JAVA_OPTS": DAEMON_OPTIONS, "SPARK_NO_DAEMONIZE": "1"})
         spark_class = spark_home() / "bin" / "spark-class"
         with daemon.log.open("ab") as log:
             # spark-class execs the JVM: the process is the daemon itself. Its own session, so
@@ -254,17 +289,17 @@ class SparkCluster:
                 start_new_session=True,
             )
 
-    def _wait(self, ready: Any, what: str) -> None:
-        """Poll the master's JSON until `ready(state)`; fail at once if a daemon exited."""
+    def _wait(self, ready: Any, what: str) -> _Daemon | None:
+        """Poll the master's JSON until `ready(state)` (None), or until a daemon exits (that
+        daemon); raise after START_TIMEOUT_S."""
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             for d in (self.master, *self.workers):
                 if d.process is not None and d.process.poll() is not None:
-                    raise RuntimeError(f"spark {d.name} exited ({d.process.returncode}) "
-                                       f"while waiting for {what}:\n{self.log_tail()}")
+                    return d
             try:
                 if ready(self.state()):
-                    return
+                    return None
             except OSError:  # not listening yet (URLError is an OSError)
                 pass
             time.sleep(0.3)
