@@ -106,6 +106,10 @@ def run(
         help="a window-adjustment log (JSON lines, as the worker records it) to replay, "
         "so the run gives the results the deployment gave",
     ),
+    master: str | None = typer.Option(
+        None, help="Spark master of a runner-spark pipeline (default local[2]; e.g. "
+        "spark://HOST:7077)",
+    ),
 ) -> None:
     """Run a pipeline until every source is exhausted, then flush the sinks."""
     from cq_service.compiler import load_and_compile
@@ -128,8 +132,12 @@ def run(
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
     if compiled.spec.resources.runner == "spark":
-        _run_on_spark(file, compiled.spec)
+        _run_on_spark(file, compiled.spec, master)
         return
+    if master is not None:
+        typer.echo("error: --master is for pipelines with resources: {runner: spark}; this one "
+                   "runs on the embedded engine", err=True)
+        raise typer.Exit(2)
     try:
         report = run_pipeline(
             compiled, policy=policy, latency_bound=bound, batch_rows=batch_rows, adjustments=log
@@ -214,7 +222,7 @@ app.add_typer(catalog_app, name="catalog")
 app.add_typer(relation_app, name="relation")
 
 
-def _run_on_spark(file: Path, spec) -> None:
+def _run_on_spark(file: Path, spec, master: str | None = None) -> None:
     """`cq run` of a runner-spark pipeline (docs/spark-runner.md)."""
     from cq_service.batch.streaming import check
     from cq_service.batch.streaming_cli import print_report, run_on_spark
@@ -225,7 +233,7 @@ def _run_on_spark(file: Path, spec) -> None:
             typer.echo(p.render())
         raise typer.Exit(2)
     try:
-        report = run_on_spark(spec)
+        report = run_on_spark(spec, master)
     except CQError as e:
         typer.echo(f"error: {e.render()}", err=True)
         raise typer.Exit(1) from None

@@ -125,12 +125,14 @@ def archive_pipeline(
     *,
     root: str | Path | None = None,
     spark: Any = None,
+    master: str | None = None,
     streams: Sequence[str] | None = None,
     on_stream: Callable[[StreamResult], None] | None = None,
 ) -> ArchiveResult:
     """Archive every stream of `spec` (or those named in `streams`) under `root` (default:
     `archive_root(spec)`), recording progress in `catalog`. `spark` is a SparkSession (default:
-    `batch.spark.session()`); `on_stream` is called with each stream's result as it is done."""
+    `batch.spark.session()` on `master`, None: local[2]); `on_stream` is called with each
+    stream's result as it is done."""
     target = archive_root(spec, root)
     wanted = list(spec.streams) if streams is None else list(streams)
     unknown = [s for s in wanted if s not in spec.streams]
@@ -147,7 +149,7 @@ def archive_pipeline(
             if spark is None:
                 from cq_service.batch.spark import session
 
-                spark = session(app_name=f"cq-archive-{spec.name}")
+                spark = session(master=master or "local[2]", app_name=f"cq-archive-{spec.name}")
             result = _StreamJob(spec, stream, catalog, target, spark).run()
         results.append(result)
         if on_stream is not None:

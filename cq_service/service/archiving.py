@@ -10,6 +10,7 @@ last outcome per pipeline is kept for the status API (`last`).
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -51,10 +52,14 @@ class ArchiveSchedule:
         catalog: Catalog,
         archive: Callable[..., Any] | None = None,
         clock: Callable[[], float] = time.time,
+        master: str | None = None,
     ):
+        """`archive(spec, catalog)` archives one pipeline (default: `archive_pipeline` on a
+        Spark session of `master`, None: local[2])."""
         self._pipelines = pipelines
         self._catalog = catalog
         self._archive = archive
+        self._master = master
         self._clock = clock
         self._started: dict[str, float] = {}  # pipeline -> when its last run started
         self.last: dict[str, ArchiveOutcome] = {}
@@ -100,7 +105,9 @@ class ArchiveSchedule:
     def _run(self, spec: PipelineSpec) -> None:
         archive = self._archive
         if archive is None:
-            from cq_service.batch.archive import archive_pipeline as archive
+            from cq_service.batch.archive import archive_pipeline
+
+            archive = functools.partial(archive_pipeline, master=self._master)
         started = self._clock()
         self._started[spec.name] = started
         t0 = time.monotonic()

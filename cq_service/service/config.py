@@ -24,6 +24,7 @@ Every setting (docs/service.md lists them):
 | grow_margin | CQ_GROW_MARGIN | 0.1 | windows grow back only when the estimate is below (1 − this) of the budget less the reserve |
 | spark_checkpoints | CQ_SPARK_CHECKPOINTS | .cq/spark | runner-spark pipelines' job checkpoints |
 | spark_trigger | CQ_SPARK_TRIGGER | 5 seconds | runner-spark pipelines' micro-batch interval |
+| spark_master | CQ_SPARK_MASTER | (none) | Spark master of runner-spark pipelines and scheduled archives (none: local[2]; e.g. spark://HOST:7077) |
 | flush_timeout | CQ_FLUSH_TIMEOUT | 2.0 | seconds a Kafka sink's flush waits without any acknowledgement before the checkpoint is postponed |
 | sink_buffer_bytes | CQ_SINK_BUFFER_BYTES | 67108864 | results held by sinks and not acknowledged yet (bytes) above which sources pause |
 | retry_backoff | CQ_RETRY_BACKOFF | 0.5 | first wait (s) before retrying what failed on an unreachable dependency; doubled each time |
@@ -83,9 +84,11 @@ class ServiceConfig:
     memory_reserve: float = 0.1
     grow_margin: float = 0.1
     # runner-spark pipelines (service/spark_jobs.py): their jobs' checkpoints, under the
-    # worker's name, and their micro-batch interval
+    # worker's name, their micro-batch interval, and the Spark master they and the scheduled
+    # archives run on ("": local[2])
     spark_checkpoints: str = ".cq/spark"
     spark_trigger: str = "5 seconds"
+    spark_master: str = ""
     # when Kafka or the catalog is away (docs/service.md, "When Kafka or the catalog is away")
     flush_timeout: float = 2.0
     sink_buffer_bytes: int = 64 * 1024 * 1024
@@ -168,6 +171,7 @@ _ENV = {
     "grow_margin": "CQ_GROW_MARGIN",
     "spark_checkpoints": "CQ_SPARK_CHECKPOINTS",
     "spark_trigger": "CQ_SPARK_TRIGGER",
+    "spark_master": "CQ_SPARK_MASTER",
     "flush_timeout": "CQ_FLUSH_TIMEOUT",
     "sink_buffer_bytes": "CQ_SINK_BUFFER_BYTES",
     "retry_backoff": "CQ_RETRY_BACKOFF",

@@ -59,9 +59,13 @@ class SparkJobs:
         checkpoints: str | Path,
         trigger: str = "5 seconds",
         session: Callable[[], Any] | None = None,
+        master: str | None = None,
     ):
+        """`master`: the Spark master the jobs run on (None: local[2]); `session`, if given,
+        makes the SparkSession instead (tests)."""
         self.checkpoints = Path(checkpoints)
         self.trigger = trigger
+        self.master = master
         self._session = session
         self._jobs: dict[str, _Running] = {}
         self._lock = threading.Lock()
@@ -144,7 +148,7 @@ class SparkJobs:
             return self._session()
         from cq_service.batch.streaming import spark_session
 
-        return spark_session()
+        return spark_session(self.master)
 
     def _run(self, name: str, job: Any) -> None:
         try:

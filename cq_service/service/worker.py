@@ -105,11 +105,13 @@ class Worker:
         self._manager: BackgroundScheduler | None = None
         # `resources: {runner: spark}`: those pipelines run as Spark jobs, not on the engine.
         # `archive.every`: the deployed pipelines' archives, off the engine thread.
+        master = config.spark_master or None
         self.spark_jobs = SparkJobs(
-            Path(config.spark_checkpoints) / config.name, trigger=config.spark_trigger
+            Path(config.spark_checkpoints) / config.name, trigger=config.spark_trigger,
+            master=master,
         )
         self.archives = ArchiveSchedule(lambda: {**self.pipelines, **self.spark_jobs.specs},
-                                        catalog)
+                                        catalog, master=master)
         self._schedulers = Schedulers(self.runtime)
         self.deployer = Deployer(
             self.runtime, self.budgets, self.checkpointer, self.restore, self._schedulers,

@@ -1,4 +1,5 @@
-"""Fixtures for tests against real Kafka and PostgreSQL (every test here is `integration`).
+"""Fixtures for tests against real Kafka, PostgreSQL and Spark (every test here is
+`integration`).
 
 Each service comes from, in order: the environment (CQ_TEST_KAFKA, CQ_TEST_DATABASE_URL);
 testcontainers, when a Docker engine answers; else the local services of `make services`
@@ -6,6 +7,10 @@ testcontainers, when a Docker engine answers; else the local services of `make s
 
 Those are shared and are never stopped. A test that stops a dependency and starts it again
 takes one of its own instead: `own_kafka`, `own_postgres` (tests/services/own.py).
+
+`spark_cluster` is a Spark standalone master and two workers (tests/services/spark.py), started
+for the session by the first test that asks for it and stopped at its end: one per test process
+(pytest-xdist workers that each run one of its tests each start their own, on other ports).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from kafka.structs import TopicPartition
 
 from tests.services.kafka import KAFKA_API_VERSION
 from tests.services.own import OwnKafka, OwnPostgres
+from tests.services.spark import SparkCluster
 
 if TYPE_CHECKING:
     from tests.services import Services
@@ -167,6 +173,16 @@ def own_postgres() -> Iterator[OwnPostgres]:
     and `start()` it at will; removed after the test."""
     with OwnPostgres() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def spark_cluster() -> Iterator[SparkCluster]:
+    """A Spark standalone cluster on 127.0.0.1: a master (`master_url`, spark://127.0.0.1:7077
+    unless that port is taken) and two workers of one core and 2 GiB each, every one ALIVE.
+    `stop_worker(i)` and `start_worker(i)` restart a worker; `driver_env()` is the environment
+    of a driver (`cq backfill --master ...`) whose event logs `events()` reads."""
+    with SparkCluster(workers=2, cores=1, memory="2g") as cluster:
+        yield cluster
 
 
 def _local_services() -> Services:

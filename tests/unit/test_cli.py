@@ -120,3 +120,10 @@ def test_explain_costs_runs_the_pipeline_and_compares(folder: Path) -> None:
     est, meas = (float(x) for x in window.split("]")[1].split()[:2])
     assert est == pytest.approx(31 / 3, rel=0.05) and meas == pytest.approx(est, rel=0.05)
     assert not (folder / "out").exists()
+
+
+def test_run_refuses_a_spark_master_for_an_embedded_pipeline(folder: Path) -> None:
+    (folder / "good.yaml").write_text(GOOD)
+    r = cq("run", "good.yaml", "--master", "spark://127.0.0.1:7077", cwd=folder)
+    assert r.returncode == 2 and "runner: spark" in r.stderr
+    assert not (folder / "out").exists()
