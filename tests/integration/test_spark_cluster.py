@@ -66,14 +66,22 @@ def executors(cluster: SparkCluster, events: list[dict[str, Any]]) -> dict[str, 
 
 
 def python_executors(events: list[dict[str, Any]]) -> Counter[str]:
-    """Executor id -> how many of its tasks got data back from Python workers (mapInArrow:
-    the project's engine or decoder, imported from cq_service by the executor's Python)."""
+    """Executor id -> how many of its tasks ran the project's Python: tasks of a stage whose
+    RDDs include a PythonRDD (backfill's tasks), or tasks that got data back from Python
+    workers (mapInArrow: the runner's decoder and engine steps), all of it imported from
+    cq_service by the executor's Python."""
+    python_stages = {
+        e["Stage Info"]["Stage ID"] for e in events
+        if e["Event"] == "SparkListenerStageCompleted"
+        and any(r.get("Name", "").startswith("PythonRDD") for r in e["Stage Info"]["RDD Info"])
+    }
     counts: Counter[str] = Counter()
     for e in events:
         if e["Event"] == "SparkListenerTaskEnd" and e["Task End Reason"]["Reason"] == "Success":
             info = e["Task Info"]
-            if any(a.get("Name") == PYTHON_RETURNED and int(a.get("Update", 0)) > 0
-                   for a in info.get("Accumulables", [])):
+            if e["Stage ID"] in python_stages or any(
+                    a.get("Name") == PYTHON_RETURNED and int(a.get("Update", 0)) > 0
+                    for a in info.get("Accumulables", [])):
                 counts[info["Executor ID"]] += 1
     return counts
 
