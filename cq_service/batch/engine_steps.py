@@ -25,6 +25,7 @@ gives what one engine running straight through gives (tests/unit/engine/test_sna
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import pickle
@@ -229,39 +230,41 @@ def _due(state: BucketState, new: dict[str, pa.Table], task: StepTask
 
 def step_runner(task_bytes: bytes) -> Callable[[Iterable[pa.RecordBatch]],
                                                Iterator[pa.RecordBatch]]:
-    """The function `mapInArrow` runs on every bucket (see the module docstring)."""
+    """The function `mapInArrow` runs on every bucket (see the module docstring). A partial of
+    a module-level function, so that Spark pickles it by reference and the task runs with this
+    module's globals: a closure would be pickled with a copy of `_KEPT`."""
+    return functools.partial(_step, task_bytes)
 
-    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
 
-        started = time.perf_counter()
-        task: StepTask = pickle.loads(task_bytes)
-        bucket = TaskContext.get().partitionId()
-        if bucket >= task.buckets:
-            raise RuntimeError(f"{task.query}: partition {bucket} of {task.buckets} buckets")
-        batches = list(batches)
-        rows = pa.Table.from_batches(batches) if batches else None
-        engine, state, kept = _load(task, bucket)
-        new = eis.split_streams(rows, task.spec, task.streams, ("_ts", "_partition", "_offset"))
-        feed = _due(state, new, task)
-        result, fed = engine.step(feed, task.beat)
-        state.beat = task.beat
-        state.engine = engine.snapshot()
-        data = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
-        folder = version_dir(task.folder, task.version + 1)
-        folder.mkdir(parents=True, exist_ok=True)
-        _write_atomic(folder / f"p{bucket}.state", data)
-        stats = {"fed": fed, "new": 0 if rows is None else rows.num_rows,
-                 "state_bytes": len(data), "kept": int(kept),
-                 "seconds": time.perf_counter() - started}
-        _write_atomic(folder / f"p{bucket}.json", json.dumps(stats).encode())
-        state.engine = None  # the kept engine is the state; the snapshot was for the file
-        if len(_KEPT) >= _KEEP_AT_MOST:
-            _KEPT.clear()
-        _KEPT[(task.folder, bucket)] = (task.next_token, engine, state)
-        yield from result.to_batches(max_chunksize=65_536)
+def _step(task_bytes: bytes, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    from pyspark import TaskContext
 
-    return run
+    started = time.perf_counter()
+    task: StepTask = pickle.loads(task_bytes)
+    bucket = TaskContext.get().partitionId()
+    if bucket >= task.buckets:
+        raise RuntimeError(f"{task.query}: partition {bucket} of {task.buckets} buckets")
+    batches = list(batches)
+    rows = pa.Table.from_batches(batches) if batches else None
+    engine, state, kept = _load(task, bucket)
+    new = eis.split_streams(rows, task.spec, task.streams, ("_ts", "_partition", "_offset"))
+    feed = _due(state, new, task)
+    result, fed = engine.step(feed, task.beat)
+    state.beat = task.beat
+    state.engine = engine.snapshot()
+    data = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+    folder = version_dir(task.folder, task.version + 1)
+    folder.mkdir(parents=True, exist_ok=True)
+    _write_atomic(folder / f"p{bucket}.state", data)
+    stats = {"fed": fed, "new": 0 if rows is None else rows.num_rows,
+             "state_bytes": len(data), "kept": int(kept),
+             "seconds": time.perf_counter() - started}
+    _write_atomic(folder / f"p{bucket}.json", json.dumps(stats).encode())
+    state.engine = None  # the kept engine is the state; the snapshot was for the file
+    if len(_KEPT) >= _KEEP_AT_MOST:
+        _KEPT.clear()
+    _KEPT[(task.folder, bucket)] = (task.next_token, engine, state)
+    yield from result.to_batches(max_chunksize=65_536)
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

@@ -294,6 +294,8 @@ def test_each_micro_batch_feeds_only_new_elements_while_history_grows(
     assert sum(s["new"] for s in steps) == 2 * n
     assert sum(s["fed"] for s in steps) == 2 * n  # nothing replayed
     assert all(s["fed"] <= 200 + 2 for s in steps[:-1]), [s["fed"] for s in steps]
+    # Python workers went on with the engines they kept instead of loading the saved state.
+    assert sum(s["kept"] for s in steps) > 0, steps
     sizes = [s["state_bytes"] for s in steps]
     assert sizes[-1] > 3 * sizes[2]  # the state grows with history; the feeding does not
     assert not list((tmp_path / "ckpt").rglob("*.parquet"))  # no retained elements
