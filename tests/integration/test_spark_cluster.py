@@ -29,7 +29,7 @@ from cq_service.compiler import compile_pipeline
 from cq_service.io.kafka import API_VERSION
 from cq_service.runner import run_pipeline
 from cq_service.spec import load_pipeline
-from tests.integration.test_spark_runner import assert_same, lines, with_file_sinks
+from tests.integration.test_spark_runner import MULTI, assert_same, lines, with_file_sinks
 from tests.services.spark import SparkCluster
 
 CQ = Path(sys.executable).parent / "cq"
@@ -132,29 +132,11 @@ def test_backfill_on_the_cluster_equals_cq_run(spark_cluster, nexmark_data, tmp_
 
 # -- the Spark runner -----------------------------------------------------------------------------
 
-RUNNER = """\
-version: 1
-name: cluster
-time_unit: ms
-resources: {{runner: spark}}
-streams:
-  S:
-    schema: {{k: int, v: int, ts: int}}
-    timestamp: ts
-    max_delay: 20
-    late: dead_letter
-    source: {{type: kafka, topic: {topic}, bootstrap_servers: '{bootstrap}'}}
-queries:
-  counts:
-    cql: SELECT k, COUNT(*) AS n, SUM(v) AS total FROM S [Range 100 Slide 50] GROUP BY k
-    sink: {{type: file, path: {out}/counts.jsonl}}
-  pairs:
-    cql: >
-      SELECT Istream(a.k, a.v, b.v) FROM S a [Range 30], S b [Range 30]
-      WHERE a.k = b.k AND a.v < b.v
-    sink: {{type: file, path: {out}/pairs.jsonl}}
-dead_letter: {{type: file, path: {out}/dead.jsonl}}
-"""
+# test_spark_runner's two-query pipeline on the runner, writing under {out}.
+RUNNER = (MULTI.replace("name: multi\n", "name: cluster\n")
+          .replace("time_unit: ms\n", "time_unit: ms\nresources: {{runner: spark}}\n")
+          .replace("path: out/", "path: {out}/")
+          + "dead_letter: {{type: file, path: {out}/dead.jsonl}}\n")
 QUERIES = ("counts", "pairs")
 SENTINEL_TS = 1_000_000  # far past every real element: every real instant's results are final
 

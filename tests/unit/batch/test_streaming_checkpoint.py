@@ -11,45 +11,27 @@ import pytest
 
 from cq_service.batch.streaming import StreamingError, StreamingJob
 from cq_service.spec import load_pipeline_text
+from tests.unit.batch.test_streaming_validate import GLOBAL, PIPELINE
 
-PIPELINE = """\
-version: 1
-name: p
-time_unit: ms
-streams:
-  S:
-    schema: {{k: int, v: int, ts: int}}
-    timestamp: ts
-    source: {{type: kafka, topic: s}}
-queries:
-  per_key:
-    cql: {cql}
-    sink: {{type: file, path: out.jsonl}}
-{extra}"""
-
-EXTRA = """\
-  total:
-    cql: SELECT COUNT(*) AS n FROM S [Range 10]
-    sink: {type: file, path: total.jsonl}
-"""
+ORIGINAL = PIPELINE.format(extra="")  # per_key: SUM(v) over [Range 10] grouped by k
 
 
-def _job(tmp_path: Path, cql: str, extra: str = "") -> StreamingJob:
-    spec = load_pipeline_text(PIPELINE.format(cql=cql, extra=extra), tmp_path / "p.yaml")
+def _job(tmp_path: Path, text: str) -> StreamingJob:
+    spec = load_pipeline_text(text, tmp_path / "p.yaml")
     return StreamingJob(spec, None, tmp_path / "ckpt", partitions=3)
 
 
 def test_a_changed_query_is_refused_and_a_new_one_starts_fresh(tmp_path):
-    first = _job(tmp_path, "SELECT k, SUM(v) AS t FROM S [Range 10] GROUP BY k")
+    first = _job(tmp_path, ORIGINAL)
     assert first.state["queries"]["per_key"]["buckets"] == 3
     first.state["queries"]["per_key"]["version"] = 4
     first._commit()
     with pytest.raises(StreamingError, match=r"query per_key .* changed"):
-        _job(tmp_path, "SELECT k, SUM(v) AS t FROM S [Range 20] GROUP BY k")
-    again = _job(tmp_path, "SELECT k, SUM(v) AS t FROM S [Range 10] GROUP BY k", EXTRA)
+        _job(tmp_path, ORIGINAL.replace("[Range 10]", "[Range 20]"))
+    again = _job(tmp_path, PIPELINE.format(extra=GLOBAL))
     assert again.state["queries"]["per_key"]["version"] == 4
-    total = again.state["queries"]["total"]
-    assert (total["version"], total["token"], total["buckets"]) == (-1, "", 1)  # single key
+    added = again.state["queries"]["everything"]
+    assert (added["version"], added["token"], added["buckets"]) == (-1, "", 1)  # single key
 
 
 def test_a_checkpoint_of_the_replaying_runner_is_refused(tmp_path):
@@ -57,4 +39,4 @@ def test_a_checkpoint_of_the_replaying_runner_is_refused(tmp_path):
     (tmp_path / "ckpt" / "cq-state.json").write_text(json.dumps(
         {"batch": 3, "streams": {}, "queries": {"per_key": {"emitted": 5, "state": "x"}}}))
     with pytest.raises(StreamingError, match="earlier runner"):
-        _job(tmp_path, "SELECT k, SUM(v) AS t FROM S [Range 10] GROUP BY k")
+        _job(tmp_path, ORIGINAL)
