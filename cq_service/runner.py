@@ -19,6 +19,7 @@ from cq_service.io import open_sink, open_source
 from cq_service.io.base import DeadRecord, LateElement, Sink, SourceReader
 from cq_service.io.dead_letter import DeadLetterSink
 from cq_service.plan.panes import fuse_panes
+from cq_service.plan.shared_joins import share_window_joins
 from cq_service.spec.model import TIME_UNITS, PipelineSpec
 
 __all__ = ["DeadLetterRouter", "RunReport", "run_pipeline", "scheduler_of"]
@@ -117,7 +118,9 @@ def run_pipeline(
         writers = {q: _ObservedSink(q, w, observer) for q, w in writers.items()}
     dead_sink = DeadLetterSink(spec.dead_letter)
     executor = build_executor(
-        fuse_panes(compiled.plan) if panes else compiled.plan,
+        share_window_joins(
+            fuse_panes(compiled.plan) if panes else compiled.plan, spec.resources.shared_join
+        ) if panes else compiled.plan,
         readers=readers,
         writers=writers,
         options=options,

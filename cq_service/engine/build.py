@@ -27,6 +27,7 @@ from cq_service.engine.operators.rows_window import PartitionRowsWindow, RowsWin
 from cq_service.engine.operators.rstream import Rstream
 from cq_service.engine.operators.sample import Sample
 from cq_service.engine.operators.select import Select
+from cq_service.engine.operators.shared_join import SharedJoin, SharedJoinRoute
 from cq_service.engine.operators.sink import ResultWriter, SinkOperator
 from cq_service.engine.operators.source import ChunkReader, DeadLetters, SourceOperator
 from cq_service.engine.operators.unbounded_window import UnboundedWindow
@@ -35,6 +36,7 @@ from cq_service.engine.queues import Queue, QueueReader
 from cq_service.engine.scheduler import SchedulingPolicy
 from cq_service.plan.panes import PanedAggregateOp
 from cq_service.plan.physical import PhysicalNode, PhysicalPlan
+from cq_service.plan.shared_joins import SharedJoinOp, SharedJoinRouteOp
 
 __all__ = ["SourceOptions", "build_executor", "make_operator", "make_source"]
 
@@ -202,6 +204,12 @@ _MAKERS: dict[type, Callable[..., Operator]] = {
         name, ins, out, op.keys, op.aggs, [f.type for f in op.input.schema]
     ),
     PanedAggregateOp: _paned,
+    SharedJoinOp: lambda op, name, ins, out, **_: SharedJoin(
+        name, ins, out, op.left_keys, op.right_keys, op.routes, op.policy
+    ),
+    SharedJoinRouteOp: lambda op, name, ins, out, **_: SharedJoinRoute(
+        name, ins, out, op.index, op.windows
+    ),
     L.Clock: lambda op, name, ins, out, **_: Clock(name, ins, out),
     L.Distinct: lambda op, name, ins, out, **_: Distinct(name, ins, out),
     L.SetOperation: lambda op, name, ins, out, **_: _set_op(op, name, ins, out),

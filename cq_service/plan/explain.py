@@ -5,6 +5,7 @@ from __future__ import annotations
 from cq_service.cql import logical as L
 from cq_service.plan.panes import PanedAggregateOp
 from cq_service.plan.physical import PhysicalNode, PhysicalPlan
+from cq_service.plan.shared_joins import SharedJoinOp, SharedJoinRouteOp
 
 __all__ = ["describe", "explain"]
 
@@ -54,6 +55,14 @@ def _detail(op: L.LogicalOp) -> tuple[str, str]:
         window = _detail(op.window)[0].removeprefix("window ")
         return (f"paned aggregate {agg} over {window}",
                 "per slice of the window (about 2 per slide) one partial per group")
+    if isinstance(op, SharedJoinOp):
+        how = f"on {len(op.left_keys)} key(s)" if op.left_keys else "nested loops"
+        routes = ", ".join(f"#{i} {a} ⋈ {b}" for i, (a, b) in enumerate(op.routes))
+        return (f"shared window join {how} ({op.policy.upper()}), routes {routes}",
+                "each input over its largest window, by key")
+    if isinstance(op, SharedJoinRouteOp):
+        a, b = op.windows
+        return f"shared join route #{op.index}: {a} ⋈ {b}", "-"
     if isinstance(op, L.Clock):
         return f"clock over {len(op.inputs)} input(s)", "-"
     if isinstance(op, L.Distinct):

@@ -22,6 +22,7 @@ from cq_service.spec.model import (
     DEFAULT_ARCHIVE_DIR,
     DEFAULT_RUNNER,
     DEFAULT_SCHEDULER,
+    DEFAULT_SHARED_JOIN,
     LATENCY_BOUNDED_SCHEDULER,
     ArchiveSpec,
     FieldSpec,
@@ -277,6 +278,7 @@ class SpecBuilder:
             if "memory_budget" in raw
             else None,
             runner=raw.get("runner", DEFAULT_RUNNER),
+            shared_join=raw.get("shared_join", DEFAULT_SHARED_JOIN),
         )
 
     def _scheduling(self, raw: Mapping[str, Any], path: Path) -> ResourcesSpec:

@@ -167,6 +167,12 @@ class QuerySpec:
 
 
 # What runs a pipeline's queries: the embedded engine, or Spark Structured Streaming.
+# `resources.shared_join`: how queries whose joins differ only in their windows run
+# (plan/shared_joins.py): one shared join whose work is ordered by MQT, SWF or LWO, or "off",
+# each query planned alone.
+SHARED_JOINS = ("mqt", "swf", "lwo", "off")
+DEFAULT_SHARED_JOIN = "mqt"
+
 RUNNERS = ("embedded", "spark")
 DEFAULT_RUNNER = "embedded"
 
@@ -183,12 +189,18 @@ class ResourcesSpec:
     latency_bound: int | None = None
     memory_budget: int | None = None  # bytes the deployment's state and queues may take
     runner: str = DEFAULT_RUNNER  # what runs the queries: one of RUNNERS (docs/spark-runner.md)
+    shared_join: str = DEFAULT_SHARED_JOIN  # one of SHARED_JOINS (docs/scheduling.md)
     span: Span = field(default=Span(), compare=False)
 
     def __post_init__(self) -> None:
         if self.runner not in RUNNERS:
             raise ValueError(
                 f"unknown runner {self.runner!r} (expected one of: {', '.join(RUNNERS)})"
+            )
+        if self.shared_join not in SHARED_JOINS:
+            raise ValueError(
+                f"unknown shared_join {self.shared_join!r} "
+                f"(expected one of: {', '.join(SHARED_JOINS)})"
             )
         if self.scheduler not in SCHEDULERS:
             raise ValueError(

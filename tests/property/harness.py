@@ -21,6 +21,7 @@ The `pipeline` dict:
                           "timestamp": "ts"}},   # timestamp optional (default "ts"; None:
                                                  # arrival order)
         "relations": {"R": {"schema": {…}, "format": …}},
+        "resources": {"shared_join": "swf"},   # optional: written as given
         "queries": {"q1": "SELECT …",            # a query with a jsonl sink
                     "v": {"cql": "SELECT …", "sink": False},    # a view
                     "q2": {"cql": "…", "qos": {…}}},  # qos: written as given
@@ -121,6 +122,8 @@ def write_pipeline(
         "name": "prop",
         "time_unit": pipeline.get("time_unit", "ms"),
     }
+    if pipeline.get("resources"):
+        doc["resources"] = dict(pipeline["resources"])
     for section in ("streams", "relations"):
         items = pipeline.get(section) or {}
         if not items:

@@ -27,7 +27,7 @@ from cq_service.engine.operators.base import MultiInputOperator
 from cq_service.engine.operators.join_synopsis import JoinSide, Run, match_keys
 from cq_service.engine.queues import Queue, QueueReader
 
-__all__ = ["Join", "key_tuples"]
+__all__ = ["Join", "key_columns", "key_tuples", "take_columns"]
 
 # The synopsis classes lived in this module before join_synopsis.py; snapshots pickled then
 # name them here.
@@ -41,6 +41,14 @@ def key_tuples(evaluators: list, batch: Batch) -> list[tuple | None]:
         return [()] * n
     parts = [ev(batch.columns, n).to_pylist() for ev in evaluators]
     return [None if None in k else k for k in zip(*parts)]
+
+
+def key_columns(evaluators: list, batch: Batch) -> list[pa.Array]:
+    """Each element's join key as columns; with no key (a cross product) one shared key."""
+    n = len(batch)
+    if not evaluators:
+        return [pa.array(np.zeros(n, np.int8))]
+    return [ev(batch.columns, n) for ev in evaluators]
 
 
 class Join(MultiInputOperator):
@@ -101,10 +109,7 @@ class Join(MultiInputOperator):
         return int((wl * wr).sum())
 
     def _keys(self, port: int, batch: Batch) -> list[pa.Array]:
-        n = len(batch)
-        if not self._key_ev[port]:
-            return [pa.array(np.zeros(n, np.int8))]  # cross product: one shared key
-        return [ev(batch.columns, n) for ev in self._key_ev[port]]
+        return key_columns(self._key_ev[port], batch)
 
     # Deltas are joined in time slices of about this many elements: ΔL ⋈ ΔR holds every pair
     # of elements within a slice, including pairs that cancel (an element and its expiry), so it
@@ -142,20 +147,20 @@ class Join(MultiInputOperator):
                 order = np.lexsort((j, i))
                 i, j = i[order], j[order]
                 rcols, rw = right.take(j)
-                parts.append(_pairs(_take(dl.columns, i), rcols, dl.ts[i], dl.w[i] * rw))
+                parts.append(_pairs(take_columns(dl.columns, i), rcols, dl.ts[i], dl.w[i] * rw))
         if dr is not None and len(left):  # L0 ⋈ ΔR: look ΔR's keys up in L0
             j, i = left.lookup(rk)  # type: ignore[arg-type]
             if len(i):
                 order = np.lexsort((j, i))
                 i, j = i[order], j[order]
                 lcols, lw = left.take(i)
-                parts.append(_pairs(lcols, _take(dr.columns, j), dr.ts[j], lw * dr.w[j]))
+                parts.append(_pairs(lcols, take_columns(dr.columns, j), dr.ts[j], lw * dr.w[j]))
         if dl is not None and dr is not None:
             i, j = match_keys(lk, rk)  # type: ignore[arg-type]
             if len(i):
                 ts = np.maximum(dl.ts[i], dr.ts[j])
                 parts.append(
-                    _pairs(_take(dl.columns, i), _take(dr.columns, j), ts, dl.w[i] * dr.w[j])
+                    _pairs(take_columns(dl.columns, i), take_columns(dr.columns, j), ts, dl.w[i] * dr.w[j])
                 )
         if dl is not None:
             left.add(list(dl.columns), lk, dl.w)  # type: ignore[arg-type]
@@ -172,7 +177,8 @@ class Join(MultiInputOperator):
         self.emit(out.with_ticks(ticks))
 
 
-def _take(cols, idx: np.ndarray) -> list[pa.Array]:
+def take_columns(cols, idx: np.ndarray) -> list[pa.Array]:
+    """The rows `idx` of each column."""
     pidx = pa.array(idx)
     return [pc.take(c, pidx) for c in cols]
 

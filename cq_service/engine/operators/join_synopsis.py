@@ -256,12 +256,29 @@ class JoinSide:
                 out.append((r, start, r.lo + start - self._head))
         return out
 
-    def lookup(self, probe: list[pa.Array]) -> tuple[np.ndarray, np.ndarray]:
+    def lookup(
+        self, probe: list[pa.Array], lo: int = 0, hi: int | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Pairs (q, j): probe row q's key equals the key of the synopsis row at position j
-        (NULLs never match; dead rows are skipped), in no particular order."""
+        (NULLs never match; dead rows are skipped), in no particular order. With `lo`/`hi`,
+        only rows at positions in [lo, hi), searching only the runs that hold some."""
         if not probe or len(probe[0]) == 0 or len(self) == 0:
             return _NO_PAIRS
         runs = self._live_runs()
+        if lo > 0 or hi is not None:
+            end = len(self) if hi is None else hi
+            runs = [rb for rb in runs if rb[2] < end and rb[2] + len(rb[0]) - rb[1] > lo]
+            if not runs:
+                return _NO_PAIRS
+            q, j = self.lookup_runs(probe, runs)
+            keep = (j >= lo) & (j < end)
+            return q[keep], j[keep]
+        return self.lookup_runs(probe, runs)
+
+    def lookup_runs(
+        self, probe: list[pa.Array], runs: list[tuple[Run, int, int]]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`lookup` in some of the live runs."""
         pk = _int_key(probe) if all(r.index is not None for r, _, _ in runs) else None
         qs, js = [], []
         for r, start, base in runs:
@@ -368,6 +385,14 @@ class JoinSide:
         if self._retractions * 4 >= len(self):
             self._consolidate()
             self._retractions = 0
+
+    def append_rows(self, cols: list[pa.Array], keys: list[pa.Array]) -> None:
+        """Append rows of weight 1 (a buffer in arrival order: the shared window join's)."""
+        self._append(list(cols), list(keys), np.ones(len(keys[0]), np.int64))
+
+    def drop_oldest(self, k: int) -> None:
+        """Drop the first k rows (the oldest of a buffer in arrival order)."""
+        self._expire(k)
 
     def _cancel(
         self, cols: list[pa.Array], mi: np.ndarray, mw: np.ndarray, mh: np.ndarray, n0: int

@@ -181,7 +181,7 @@ def test_the_section_may_come_first(load):
         (
             "resources:\n  memory: 1000\n",
             "4:3: unknown key 'memory' in resources (expected one of: scheduler, "
-            "latency_bound, memory_budget, runner)",
+            "latency_bound, memory_budget, shared_join, runner)",
         ),
         ("resources:\n", "3:11: resources is empty"),
         ("resources: chain\n", "3:12: resources must be a mapping, got 'chain'"),

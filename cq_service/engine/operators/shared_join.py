@@ -1,0 +1,484 @@
+"""The shared window join (paper 002, plan/shared_joins.py): one join of two streams producing,
+for each route (a window per input), exactly the relation `A [w_A] ⋈ B [w_B]` as its delta
+stream, from one buffer per stream that covers the largest window.
+
+Every element x of a window has an exit instant per route: `ts + T + 1` for `[Range T]`, the
+timestamp of the N-th later arrival of its stream for `[Rows N]` (none yet: never). A pair (a, b)
+of matching keys is in route i's relation over [max(t_a, t_b), min(exit_a, exit_b)), so it is
+inserted at the later arrival and retracted at the earlier exit (nothing when that interval is
+empty: a tuple pushed out of a Rows window at its own instant). The operator works per release
+(every input complete up to the heartbeat H, the last one H₀):
+
+- **insertions** (LWO: each new tuple probes the other buffer once, over the largest window):
+  a new tuple probes the other stream's tuples that came before it (a B tuple also those of A
+  at its own instant: each pair is found once, by its later element), and the router marks the
+  pair for every route whose windows hold both tuples at that instant;
+- **retractions**: for each route, the tuples whose exit falls in (H₀, H] probe the other
+  buffer for the partners still in the window then (a pair whose tuples exit together is
+  retracted by its A tuple), so no result pair is ever stored;
+- **ticks**: every input instant, and each Range side's exits in (H₀, H] (the instants at which
+  that route's windows change, which Rstream and global aggregates evaluate at).
+
+The output is a `RoutedBatch`: the pairs (left columns, then right), each with a bit mask of the
+routes it belongs to, and each route's own ticks; a `SharedJoinRoute` keeps one route's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from cq_service.cql.logical import BExpr
+from cq_service.engine.batch import EMPTY_TICKS, Batch, merge_ticks, unique_sorted
+from cq_service.engine.expressions import compile_expr
+from cq_service.engine.operators.base import NEVER, MultiInputOperator, UnaryOperator
+from cq_service.engine.operators.join import key_columns, take_columns
+from cq_service.engine.operators.join_synopsis import JoinSide
+from cq_service.engine.queues import Heartbeat, Queue, QueueReader
+from cq_service.plan.shared_joins import SHARED_JOIN_POLICIES, SideWindow
+
+__all__ = ["RoutedBatch", "SharedJoin", "SharedJoinRoute"]
+
+NEVER_EXITS = np.iinfo(np.int64).max
+POLICIES = tuple(p for p in SHARED_JOIN_POLICIES if p != "off")
+
+
+class RoutedBatch(Batch):
+    """A shared join's output: `route[k]` is the bit mask of the routes element k belongs to,
+    `route_ticks[i]` route i's instants beyond the batch's own `ticks`."""
+
+    __slots__ = ("complete", "route", "route_ticks")
+
+    def __init__(self, batch: Batch, route: np.ndarray, route_ticks: tuple[np.ndarray, ...]):
+        super().__init__(batch.columns, batch.ts, batch.w, batch.ticks)
+        self.route = route
+        self.route_ticks = route_ticks
+        # (route, instant): that route's elements up to the instant are all out (SWF, MQT)
+        self.complete: tuple[int, int] | None = None
+
+    def for_route(self, i: int) -> Batch:
+        """Route i's elements and ticks, as a plain batch."""
+        keep = (self.route >> np.int64(i)) & 1
+        out = Batch(self.columns, self.ts, self.w) if keep.all() else self.filter(keep > 0)
+        return out.with_ticks(merge_ticks(self.ticks, self.route_ticks[i]))
+
+
+class _Store:
+    """One input's retained tuples in arrival order, with their keys indexed (`JoinSide`) and
+    their timestamps by position (a tuple's position counts every tuple of its input)."""
+
+    def __init__(self) -> None:
+        self.rows = JoinSide()
+        self.ts = np.empty(0, np.int64)
+        self.base = 0  # the position of the first retained tuple
+
+    @property
+    def count(self) -> int:
+        """Tuples seen so far."""
+        return self.base + len(self.ts)
+
+    def nbytes(self) -> int:
+        return self.rows.nbytes() + self.ts.nbytes
+
+    def append(self, batch: Batch, keys: list[pa.Array]) -> None:
+        self.rows.append_rows(list(batch.columns), keys)
+        self.ts = np.concatenate([self.ts, batch.ts])
+
+    def exits(self, pos: np.ndarray, win: SideWindow) -> np.ndarray:
+        """The instant each tuple at `pos` leaves `win` (NEVER_EXITS: not known yet)."""
+        if win.kind == "range":
+            return self.ts[pos - self.base] + (win.size + 1)
+        later = pos + win.size
+        out = np.full(len(pos), NEVER_EXITS, np.int64)
+        known = later < self.count
+        out[known] = self.ts[later[known] - self.base]
+        return out
+
+    def rate(self) -> float:
+        """Tuples per time unit over the retained ones (1 with fewer than two)."""
+        if len(self.ts) < 2:
+            return 1.0
+        return len(self.ts) / float(self.ts[-1] - self.ts[0] + 1)
+
+    def leaving(
+        self, win: SideWindow, since: int, upto: int, count_before: int, count_after: int
+    ) -> np.ndarray:
+        """Positions of the tuples that leave `win` at an instant in (since, upto]; the input
+        counted `count_before` tuples at `since` and `count_after` at `upto`."""
+        if win.kind == "range":
+            lo = 0 if since == NEVER else int(
+                np.searchsorted(self.ts, since - win.size - 1, side="right")
+            )
+            hi = int(np.searchsorted(self.ts, upto - win.size - 1, side="right"))
+        else:  # the tuples pushed out by the arrivals in the span
+            lo = max(count_before - win.size - self.base, 0)
+            hi = max(count_after - win.size - self.base, 0)
+        return np.arange(lo, max(lo, hi), dtype=np.int64) + self.base
+
+    def partial_window(
+        self, t: np.ndarray, windows: list[SideWindow], unit: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """For outer tuples at instants `t`, the retained positions (from `base`) [lo, hi) of
+        unit's partial window: inside `windows[unit]` at t, outside every earlier window."""
+
+        def start(w: SideWindow) -> np.ndarray:
+            if w.kind == "range":
+                return np.searchsorted(self.ts, t - w.size, side="left")
+            return np.maximum(np.searchsorted(self.ts, t, side="right") - w.size, 0)
+
+        lo = start(windows[unit])
+        hi = np.full(len(t), len(self.ts), np.int64)
+        for w in windows[:unit]:
+            hi = np.minimum(hi, start(w))
+        return lo.astype(np.int64), hi
+
+    def retain(self, windows: list[SideWindow], upto: int, count: int) -> None:
+        """Drop the tuples no window holds after instant `upto` (the input counted `count`
+        tuples then)."""
+        keep = count
+        for w in windows:
+            if w.kind == "range":
+                first = int(np.searchsorted(self.ts, upto - w.size, side="left")) + self.base
+            else:
+                first = count - w.size
+            keep = min(keep, max(first, self.base))
+        k = keep - self.base
+        if k > 0:
+            self.rows.drop_oldest(k)
+            self.ts = self.ts[k:]
+            self.base = keep
+
+
+@dataclass
+class _Job:
+    """One release's work: its new tuples (per input, with their keys and first positions),
+    the span of instants it completes (since, upto], the inputs' counts after it, the next
+    unit to run, and the pairs found so far (each with its route mask)."""
+
+    new: list[Batch | None]
+    keys: list[list[pa.Array] | None]
+    first: list[int]
+    after: list[int]
+    since: int
+    upto: int
+    ticks: np.ndarray
+    stamp: float
+    unit: int = 0
+    parts: list[tuple] = field(default_factory=list)
+
+
+class SharedJoin(MultiInputOperator):
+    """See the module docstring. `policy` orders the work (docs/scheduling.md, "Shared window
+    joins"); every policy gives the same results."""
+
+    kind = "shared join"
+    STRUCTURE = frozenset({"_key_ev", "routes", "policy"})
+
+    def __init__(
+        self,
+        name: str,
+        inputs: list[QueueReader],
+        output: Queue,
+        left_keys: tuple[BExpr, ...],
+        right_keys: tuple[BExpr, ...],
+        routes: tuple[tuple[SideWindow, SideWindow], ...],
+        policy: str = "lwo",
+    ):
+        super().__init__(name, inputs, output)
+        if policy not in POLICIES:
+            raise ValueError(f"unknown shared join policy {policy!r}")
+        self._key_ev = ([compile_expr(e) for e in left_keys], [compile_expr(e) for e in right_keys])
+        self.routes = routes
+        self.policy = policy
+        self._stores = (_Store(), _Store())
+        self._ready: list[Batch | None] = [None, None]
+        self._done = NEVER  # the last heartbeat released
+        self._jobs: list[_Job] = []  # releases not yet complete, oldest first (SWF, MQT)
+
+    def describe(self) -> str:
+        keys = len(self._key_ev[0])
+        how = f"on {keys} key(s)" if keys else "nested loops"
+        windows = ", ".join(f"{a} ⋈ {b}" for a, b in self.routes)
+        return f"shared window join {how}, {self.policy.upper()}; routes {windows}"
+
+    def state_size(self) -> tuple[int, int]:
+        """The buffers, and the results of releases in progress (SWF, MQT)."""
+        a, b = self._stores
+        rows, nbytes = len(a.ts) + len(b.ts), a.nbytes() + b.nbytes()
+        for job in self._jobs:
+            for left, right, ts, _, _ in job.parts:
+                rows += len(ts)
+                nbytes += sum(c.nbytes for c in (*left, *right)) + 3 * ts.nbytes
+        return rows, nbytes
+
+    # -- executor-facing: SWF and MQT keep work between runs ------------------------------------
+
+    def runnable(self) -> bool:
+        if self._jobs and self.output.rows < self.high_water:
+            return True
+        return super().runnable()
+
+    def blocked(self) -> bool:
+        return not self._jobs and super().blocked()
+
+    def run(self, budget: int) -> int:
+        """Read the inputs (a new release pre-empts the queued work at a unit boundary), then
+        run queued units until the budget is spent."""
+        work = super().run(budget)
+        while self._jobs and (work < budget or not work):
+            work += self._run_unit(self._next_job())
+        return work
+
+    def emit_heartbeat(self, ts: int) -> None:
+        if self._jobs:  # released, not complete: the job's last unit sends it
+            self.watermark = max(self.watermark, ts)
+            return
+        super().emit_heartbeat(ts)
+
+    def _next_job(self) -> _Job:
+        """The job whose next unit the policy runs: per unit the queue of jobs waiting for it
+        is FIFO (so a job never overtakes an older one); SWF serves the smallest unit first,
+        MQT the queue of highest static priority, ∝ 1/(tuples its partial window scans)."""
+        waiting: dict[int, _Job] = {}
+        for job in self._jobs:
+            waiting.setdefault(job.unit, job)
+        if self.policy == "swf":
+            return waiting[min(waiting)]
+        widths = self._widths()
+        return waiting[min(waiting, key=lambda k: (widths[k], k))]
+
+    def _widths(self) -> list[float]:
+        """Per unit k, about how many tuples its partial window adds to units 0..k−1's (each
+        route's reach is its larger side's, in tuples: a Range's size × its input's rate)."""
+        rates = [s.rate() for s in self._stores]
+        reach = [
+            max(w.size * rates[p] if w.kind == "range" else w.size for p, w in enumerate(r))
+            for r in self.routes
+        ]
+        out, seen = [], 0.0
+        for r in reach:
+            out.append(max(r - seen, 1e-9))
+            seen = max(seen, r)
+        return out
+
+    # -- a release ----------------------------------------------------------------------------
+
+    def _keys(self, port: int, batch: Batch) -> list[pa.Array]:
+        return key_columns(self._key_ev[port], batch)
+
+    def on_aligned(self, ready: list[Batch | None]) -> None:
+        self._ready = ready  # processed with the heartbeat that released them
+
+    def on_heartbeat(self, upto: int) -> None:
+        ready, self._ready = self._ready, [None, None]
+        new = [b if b is not None and len(b) else None for b in ready]
+        ticks = merge_ticks(
+            *(b.ticks for b in ready if b is not None),
+            *(unique_sorted(b.ts) for b in new if b is not None),
+        )
+        stores = self._stores
+        first = [s.count for s in stores]
+        keys: list[list[pa.Array] | None] = [None, None]
+        for port, b in enumerate(new):
+            if b is not None:
+                keys[port] = self._keys(port, b)
+                stores[port].append(b, keys[port])  # type: ignore[arg-type]
+        job = _Job(new, keys, first, [s.count for s in stores], self._done, upto, ticks,
+                   self.stamp)
+        self._done = upto
+        self._jobs.append(job)
+        if self.policy in ("lwo", "swf"):  # SWF: the smallest partial window at once
+            self._run_unit(job)
+
+    def _run_unit(self, job: _Job) -> int:
+        """Run `job`'s next unit (LWO: all of it); returns the work done (pairs, at least 1)."""
+        stamp, self.stamp = self.stamp, job.stamp
+        k = job.unit
+        last = len(self.routes) - 1
+        units = range(len(self.routes)) if self.policy == "lwo" else (k,)
+        n = len(job.parts)
+        for port, b in enumerate(job.new):
+            if b is not None:
+                self._insert(job, port, None if self.policy == "lwo" else k)
+        retractions: list[tuple] = []
+        route_ticks = [self._retract(job, i, retractions) for i in units]
+        work = 1 + sum(len(p[2]) for p in job.parts[n:]) + sum(len(p[2]) for p in retractions)
+        if self.policy == "lwo":
+            self.emit(self._output(job.parts + retractions, job.ticks, tuple(route_ticks)))
+            job.unit = last
+        else:
+            mine = _route_rows(job.parts, k) + retractions
+            ticks = [EMPTY_TICKS] * len(self.routes)
+            ticks[k] = merge_ticks(job.ticks, route_ticks[0])
+            out = self._output(mine, EMPTY_TICKS, tuple(ticks), k)
+            out.complete = (k, job.upto)
+            self.emit(out)
+        if job.unit == last:
+            self._finish(job)
+        else:
+            job.unit += 1
+        self.stamp = stamp
+        return work
+
+    def _finish(self, job: _Job) -> None:
+        """`job` is complete: drop what no window holds after it and send its heartbeat."""
+        assert self._jobs[0] is job
+        self._jobs.pop(0)
+        for port, store in enumerate(self._stores):
+            store.retain([r[port] for r in self.routes], job.upto, job.after[port])
+        if self.policy != "lwo":
+            self.output.push(Heartbeat(job.upto), self.stamp)
+
+    def _insert(self, job: _Job, port: int, unit: int | None) -> None:
+        """The pairs whose later element is one of port's new tuples, each marked with the
+        routes that hold both elements at its instant: all of them (`unit` None), or those
+        whose earlier element lies in unit's partial window (inside route `unit`'s window
+        on that side and outside every earlier route's)."""
+        b, keys, first = job.new[port], job.keys[port], job.first[port]
+        assert b is not None and keys is not None
+        mine, other = self._stores[port], self._stores[1 - port]
+        if unit is None:
+            q, j = other.rows.lookup(keys)
+        else:
+            lo, hi = other.partial_window(b.ts, [r[1 - port] for r in self.routes], unit)
+            if not len(lo) or int(lo.min()) >= int(hi.max()):
+                return
+            q, j = other.rows.lookup(keys, int(lo.min()), int(hi.max()))
+            inside = (j >= lo[q]) & (j < hi[q])
+            q, j = q[inside], j[inside]
+        if not len(q):
+            return
+        t = b.ts[q]
+        t_other = other.ts[j]
+        keep = t_other < t if port == 0 else t_other <= t  # (A before B within an instant)
+        if not keep.all():
+            q, j, t = q[keep], j[keep], t[keep]
+        pos, pos_other = q + first, j + other.base
+        route = np.zeros(len(q), np.int64)
+        for i, windows in enumerate(self.routes):
+            inside = (mine.exits(pos, windows[port]) > t) & (
+                other.exits(pos_other, windows[1 - port]) > t
+            )
+            route |= inside.astype(np.int64) << np.int64(i)
+        keep = route != 0
+        if not keep.any():
+            return
+        q, j, t, route = q[keep], j[keep], t[keep], route[keep]
+        cols = take_columns(b.columns, q)
+        other_cols, _ = other.rows.take(j)
+        left, right = (cols, other_cols) if port == 0 else (other_cols, cols)
+        job.parts.append((left, right, t, np.ones(len(q), np.int64), route))
+
+    def _retract(self, job: _Job, i: int, parts: list) -> np.ndarray:
+        """Route i's pairs whose earlier exit falls in the job's span; returns the exits of
+        its Range sides in that span (the instants its windows change)."""
+        changes = []
+        windows = self.routes[i]
+        for port in (0, 1):
+            mine, other = self._stores[port], self._stores[1 - port]
+            win = windows[port]
+            pos = mine.leaving(win, job.since, job.upto, job.first[port], job.after[port])
+            if not len(pos):
+                continue
+            exit_at = mine.exits(pos, win)
+            if win.kind == "range":
+                changes.append(exit_at)
+            alive = mine.ts[pos - mine.base] < exit_at  # else never in the window
+            pos, exit_at = pos[alive], exit_at[alive]
+            if not len(pos):
+                continue
+            cols, _ = mine.rows.take(pos - mine.base)
+            k = self._keys(port, Batch(tuple(cols), exit_at, np.ones(len(pos), np.int64)))
+            q, j = other.rows.lookup(k)
+            if not len(q):
+                continue
+            e = exit_at[q]
+            other_exit = other.exits(j + other.base, windows[1 - port])
+            # The partner came before the exit and was still inside; an A tuple takes the pairs
+            # whose two elements leave together. (Tuples of later releases come after `e`.)
+            ok = (other.ts[j] < e) & ((other_exit >= e) if port == 0 else (other_exit > e))
+            if not ok.any():
+                continue
+            q, j, e = q[ok], j[ok], e[ok]
+            mine_cols = take_columns(cols, q)
+            other_cols, _ = other.rows.take(j)
+            left, right = (mine_cols, other_cols) if port == 0 else (other_cols, mine_cols)
+            route = np.full(len(q), np.int64(1) << np.int64(i))
+            parts.append((left, right, e, -np.ones(len(q), np.int64), route))
+        return unique_sorted(np.sort(np.concatenate(changes))) if changes else EMPTY_TICKS
+
+    def _output(
+        self, parts: list, ticks: np.ndarray, route_ticks: tuple, only: int | None = None
+    ) -> RoutedBatch:
+        """One batch of `parts` in timestamp order; `only`: every element is route only's."""
+        if not parts:
+            return RoutedBatch(self.empty(ticks), np.empty(0, np.int64), route_ticks)
+        width = (len(parts[0][0]), len(parts[0][1]))
+        cols = [pa.concat_arrays([p[0][k] for p in parts]) for k in range(width[0])] + [
+            pa.concat_arrays([p[1][k] for p in parts]) for k in range(width[1])
+        ]
+        ts = np.concatenate([p[2] for p in parts])
+        w = np.concatenate([p[3] for p in parts])
+        if only is None:
+            route = np.concatenate([p[4] for p in parts])
+        else:
+            route = np.full(len(ts), np.int64(1) << np.int64(only))
+        batch = Batch(tuple(cols), ts, w)
+        if len(ts) > 1 and not bool((ts[1:] >= ts[:-1]).all()):
+            order = np.argsort(ts, kind="stable")
+            batch, route = batch.take(order), route[order]
+        return RoutedBatch(batch.with_ticks(ticks), route, route_ticks)
+
+    def emit(self, batch: Batch) -> None:
+        if isinstance(batch, RoutedBatch) and not len(batch) and not len(batch.ticks):
+            if batch.complete is not None or any(len(t) for t in batch.route_ticks):
+                self.output.push(batch, self.stamp)  # a route's own instants or completion
+            return
+        super().emit(batch)
+
+
+def _route_rows(parts: list[tuple], k: int) -> list[tuple]:
+    """The rows of `parts` that belong to route k."""
+    out = []
+    bit = np.int64(1) << np.int64(k)
+    for left, right, ts, w, route in parts:
+        keep = (route & bit) != 0
+        if keep.all():
+            out.append((left, right, ts, w, route))
+        elif keep.any():
+            idx = pa.array(np.flatnonzero(keep))
+            out.append(([c.take(idx) for c in left], [c.take(idx) for c in right],
+                         ts[keep], w[keep], route[keep]))
+    return out
+
+
+class SharedJoinRoute(UnaryOperator):
+    """One route of a shared join: its elements and instants, as the relation its windows'
+    join would produce."""
+
+    kind = "shared join route"
+    STRUCTURE = frozenset({"index", "windows"})
+
+    def __init__(
+        self,
+        name: str,
+        inputs: list[QueueReader],
+        output: Queue,
+        index: int,
+        windows: tuple[SideWindow, SideWindow],
+    ):
+        super().__init__(name, inputs, output)
+        self.index = index
+        self.windows = windows
+
+    def describe(self) -> str:
+        return f"route {self.windows[0]} ⋈ {self.windows[1]}"
+
+    def on_batch(self, batch: Batch) -> None:
+        assert isinstance(batch, RoutedBatch)
+        self.emit(batch.for_route(self.index))
+        if batch.complete is not None and batch.complete[0] == self.index:
+            self.emit_heartbeat(batch.complete[1])
+
