@@ -288,9 +288,41 @@ class SharedJoin(MultiInputOperator):
         job = _Job(new, keys, first, [s.count for s in stores], self._done, upto, ticks,
                    self.stamp)
         self._done = upto
+        if not self._jobs and self._idle(job):
+            return  # nothing arrives or leaves: only the heartbeat goes on
         self._jobs.append(job)
         if self.policy in ("lwo", "swf"):  # SWF: the smallest partial window at once
             self._run_unit(job)
+        self._merge_waiting()
+
+    def _idle(self, job: _Job) -> bool:
+        """Whether the release has no tuple, no instant and no tuple leaving any window."""
+        if any(b is not None for b in job.new) or len(job.ticks):
+            return False
+        return not any(
+            len(store.leaving(r[port], job.since, job.upto, job.first[port], job.after[port]))
+            for r in self.routes
+            for port, store in enumerate(self._stores)
+        )
+
+    def _merge_waiting(self) -> None:
+        """Releases waiting for the same unit, one after the other, become one job (the units
+        then work on all their tuples at once): under load a queue's tuples are served
+        together, as the engine batches everywhere. The job keeps the older stamp."""
+        jobs = self._jobs
+        while len(jobs) >= 2 and jobs[-1].unit == jobs[-2].unit:
+            b, a = jobs.pop(), jobs[-1]
+            for port in (0, 1):
+                if b.new[port] is not None:
+                    x, y = a.new[port], b.new[port]
+                    a.new[port] = y if x is None else Batch.concat([x, y])  # type: ignore[list-item]
+                    kx, ky = a.keys[port], b.keys[port]
+                    a.keys[port] = ky if kx is None else [  # type: ignore[index]
+                        pa.concat_arrays([u, v]) for u, v in zip(kx, ky)  # type: ignore[arg-type]
+                    ]
+            a.after, a.upto = b.after, b.upto
+            a.ticks = merge_ticks(a.ticks, b.ticks)
+            a.parts.extend(b.parts)
 
     def _run_unit(self, job: _Job) -> int:
         """Run `job`'s next unit (LWO: all of it); returns the work done (pairs, at least 1)."""
@@ -319,8 +351,18 @@ class SharedJoin(MultiInputOperator):
             self._finish(job)
         else:
             job.unit += 1
+            self._merge_waiting_at(job)
         self.stamp = stamp
         return work
+
+    def _merge_waiting_at(self, job: _Job) -> None:
+        """After `job` moved on: merge it with the job before it if that one waits there."""
+        i = self._jobs.index(job)
+        if i > 0 and self._jobs[i - 1].unit == job.unit:
+            tail = self._jobs[i + 1:]
+            del self._jobs[i + 1:]
+            self._merge_waiting()
+            self._jobs.extend(tail)
 
     def _finish(self, job: _Job) -> None:
         """`job` is complete: drop what no window holds after it and send its heartbeat."""

@@ -2,7 +2,7 @@
 one unit is one release's tuples over one partial window, and a route's results go out, with
 a heartbeat of its own, once the units up to its own are done. The property test
 (tests/property/test_shared_joins.py) checks the results; this checks that the policies
-really order the work differently."""
+really order the work differently, and that releases waiting for the same unit merge."""
 
 from __future__ import annotations
 
@@ -21,19 +21,26 @@ ROUTES = tuple((SideWindow("range", w), SideWindow("range", w)) for w in (10, 10
 
 
 def _completions(policy: str) -> list[tuple[int, int]]:
-    """(route, instant) of each route completion the join sends, in order, for two releases
-    read in one run."""
+    """(route, instant) of each route completion the join sends, in order (-1: every route,
+    a heartbeat): release 2 is read, the join runs its units until release 2 waits for the
+    third, release 3 is read, and the join runs to the end."""
     ins = [Queue("left"), Queue("right")]
     out = Queue("out")
     reader = out.reader()
     key = (ColRef(0, INT, "k"),)
     op = SharedJoin("j", [q.reader() for q in ins], out, key, key, ROUTES, policy)
     op.out_types = [INT, INT]
-    for port, q in enumerate(ins):
-        q.push(make_batch([INT], [(1, (7,))] if port == 0 else [(2, (7,))]))
-        q.push(Heartbeat(2))
-        q.push(make_batch([INT], [(3, (7,))]))
-        q.push(Heartbeat(3))
+
+    def release(ts: tuple[int, int], upto: int) -> None:
+        for q, t in zip(ins, ts, strict=True):
+            q.push(make_batch([INT], [(t, (7,))]))
+            q.push(Heartbeat(upto))
+        op.run(1)
+
+    release((1, 2), 2)
+    while op._jobs and op._jobs[0].unit < 2:  # one unit at a time, as the policy picks
+        op._run_unit(op._next_job())
+    release((3, 3), 3)
     while op.runnable():
         op.run(1 << 20)
     done, pairs = [], 0
@@ -53,17 +60,16 @@ def test_lwo_sends_every_route_at_once() -> None:
 
 
 def test_swf_serves_the_smallest_partial_window_first() -> None:
-    # Both releases scan the first partial window on arrival; then the lowest queue first.
-    assert _completions("swf") == [
-        (0, 2), (0, 3), (1, 2), (1, 3), (2, 2), (-1, 2), (2, 3), (-1, 3),
-    ]
+    # Release 3 scans the first partial window on arrival and then the second before release
+    # 2's third; waiting for the same unit, the two are then served as one.
+    assert _completions("swf") == [(0, 2), (1, 2), (0, 3), (1, 3), (2, 3), (-1, 3)]
 
 
 def test_mqt_serves_the_narrowest_partial_window_first() -> None:
-    # Release 2's first unit waits in a queue; the narrow third window (5) goes before the
-    # wide second (90), so release 2 completes route 2 before release 3 reaches route 1.
+    # The third partial window (5 wide) goes before the first (10): release 2 completes
+    # before release 3 starts.
     assert _completions("mqt") == [
-        (0, 2), (0, 3), (1, 2), (2, 2), (-1, 2), (1, 3), (2, 3), (-1, 3),
+        (0, 2), (1, 2), (2, 2), (-1, 2), (0, 3), (1, 3), (2, 3), (-1, 3),
     ]
 
 
