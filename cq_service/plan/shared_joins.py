@@ -29,8 +29,9 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from cq_service.cql import logical as L
-from cq_service.cql.bind_expr import shift_columns
+from cq_service.cql.bind_expr import and_all, shift_columns
 from cq_service.plan.physical import PhysicalNode, PhysicalPlan
+from cq_service.spec.model import SHARED_JOINS
 
 __all__ = [
     "SHARED_JOIN_POLICIES",
@@ -41,8 +42,8 @@ __all__ = [
 ]
 
 # `resources.shared_join` (docs/scheduling.md, "Shared window joins"): how a shared join orders
-# its work — "mqt", "swf", "lwo" — or "off", each query planned alone.
-SHARED_JOIN_POLICIES = ("mqt", "swf", "lwo", "off")
+# its work — "mqt", "swf", "lwo" — or "off", each query planned alone. One list, the spec's.
+SHARED_JOIN_POLICIES = SHARED_JOINS
 
 # Routes are one bit each of a 64-bit mask (engine/operators/shared_join.py).
 MAX_ROUTES = 63
@@ -144,9 +145,7 @@ def _candidate(plan: PhysicalPlan, node: PhysicalNode) -> _Candidate | None:
     preds = left[2] + [shift_columns(p, width) for p in right[2]]
     if op.residual is not None:
         preds.append(op.residual)
-    predicate = None
-    for p in preds:
-        predicate = p if predicate is None else L.Call("and", (predicate, p), p.type)
+    predicate = and_all(preds) if preds else None
     return _Candidate(node, (left[0], right[0]), (left[1], right[1]), predicate)
 
 

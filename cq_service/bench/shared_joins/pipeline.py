@@ -17,9 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from cq_service.spec.model import SHARED_JOINS
+
 __all__ = ["POLICIES", "pipeline_yaml", "query_cql", "query_name"]
 
-POLICIES = ("mqt", "swf", "lwo", "off")
+POLICIES = SHARED_JOINS
 
 
 def query_name(seconds: float) -> str:

@@ -293,7 +293,7 @@ class SharedJoin(MultiInputOperator):
         self._jobs.append(job)
         if self.policy in ("lwo", "swf"):  # SWF: the smallest partial window at once
             self._run_unit(job)
-        self._merge_waiting()
+        self._merge_waiting(len(self._jobs) - 1)
 
     def _idle(self, job: _Job) -> bool:
         """Whether the release has no tuple, no instant and no tuple leaving any window."""
@@ -305,13 +305,15 @@ class SharedJoin(MultiInputOperator):
             for port, store in enumerate(self._stores)
         )
 
-    def _merge_waiting(self) -> None:
-        """Releases waiting for the same unit, one after the other, become one job (the units
-        then work on all their tuples at once): under load a queue's tuples are served
-        together, as the engine batches everywhere. The job keeps the older stamp."""
+    def _merge_waiting(self, i: int) -> None:
+        """Job i merges into the jobs before it that wait for the same unit: releases waiting
+        for one unit, one after the other, become one job (the units then work on all their
+        tuples at once): under load a queue's tuples are served together, as the engine
+        batches everywhere. The job keeps the older stamp."""
         jobs = self._jobs
-        while len(jobs) >= 2 and jobs[-1].unit == jobs[-2].unit:
-            b, a = jobs.pop(), jobs[-1]
+        while i > 0 and jobs[i].unit == jobs[i - 1].unit:
+            b, a = jobs.pop(i), jobs[i - 1]
+            i -= 1
             for port in (0, 1):
                 if b.new[port] is not None:
                     x, y = a.new[port], b.new[port]
@@ -351,18 +353,9 @@ class SharedJoin(MultiInputOperator):
             self._finish(job)
         else:
             job.unit += 1
-            self._merge_waiting_at(job)
+            self._merge_waiting(self._jobs.index(job))
         self.stamp = stamp
         return work
-
-    def _merge_waiting_at(self, job: _Job) -> None:
-        """After `job` moved on: merge it with the job before it if that one waits there."""
-        i = self._jobs.index(job)
-        if i > 0 and self._jobs[i - 1].unit == job.unit:
-            tail = self._jobs[i + 1:]
-            del self._jobs[i + 1:]
-            self._merge_waiting()
-            self._jobs.extend(tail)
 
     def _finish(self, job: _Job) -> None:
         """`job` is complete: drop what no window holds after it and send its heartbeat."""
