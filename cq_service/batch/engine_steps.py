@@ -125,6 +125,8 @@ class BucketEngine:
         self.feeds: dict[str, _Feed] = {}
         inputs = {**self.spec.streams, **self.spec.relations}
         plan: PhysicalPlan = compiled.plan
+        sink = next(s for s in plan.sinks if s.query == query)
+        self.result_types = [arrow_type(t) for t in sink.types]
         for node in plan.nodes:
             if not isinstance(node.op, L.Source) or node.op.name in self.feeds:
                 continue
@@ -162,9 +164,7 @@ class BucketEngine:
                     op.run(self.batch_rows)
             executor.drain()
         self.engine.quiesce()
-        sink = next(s for s in eis.compiled_query(self.spec, self.query).plan.sinks
-                    if s.query == self.query)
-        table = eis.result_table(self.collect, [arrow_type(t) for t in sink.types])
+        table = eis.result_table(self.collect, self.result_types)
         self.collect.parts.clear()
         if table.num_rows and pc.max(table.column("_ts")).as_py() > beat:
             raise RuntimeError(f"{self.query}: the engine released a result after its "

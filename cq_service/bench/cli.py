@@ -1,5 +1,5 @@
 """``cq nexmark …`` (generate the NEXMark input) and ``cq bench …`` (the benchmarks: NEXMark,
-scheduling, cost model, backfill, the Spark runner, restart, Kafka), mounted by cq_service.cli."""
+scheduling, shared joins, cost model, backfill, the Spark runner, restart, Kafka), mounted by cq_service.cli."""
 
 from __future__ import annotations
 
@@ -181,6 +181,48 @@ def bench_scheduling(
         typer.echo(json.dumps(report.as_json(scenario, runs, trade)))
     else:
         typer.echo(report.text(chosen, runs, trade))
+
+
+@bench_app.command("shared-joins")
+def bench_shared_joins(
+    quick: bool = typer.Option(False, help="a small input, short preload: the CI check"),
+    json_output: bool = typer.Option(False, "--json", help="print JSON"),
+    new_tuples: int = typer.Option(3000, help="measured tuples per run (the paper: 100,000)"),
+    rate: float = typer.Option(100.0, help="tuples per paper second per stream"),
+    speedup: float = typer.Option(10.0, help="arrivals this many times faster than the paper's"),
+    bursts: str = typer.Option("1,2,3,4,5", help="mean burst sizes of the second experiment"),
+    plots: Path | None = typer.Option(None, help="folder for the PNG charts"),
+    work: Path = typer.Option(Path("benchmarks/data/shared-joins"), help="pipelines, inputs"),
+) -> None:
+    """Paper 002's experiments on the engine: seven joins with different windows, shared under
+    MQT, SWF and LWO and planned alone; response times per query and the state peak."""
+    import json
+
+    from cq_service.bench.shared_joins import DISTRIBUTIONS, engine_runs, report
+
+    if quick:  # a tenth of the rate: the preload and the bench take seconds
+        rate, new_tuples, speedup, bursts = rate / 10, 300, speedup / 2, "1,4"
+    sizes = [float(b) for b in bursts.split(",") if b.strip()]
+    say = (lambda _: None) if json_output else typer.echo
+    say(f"time scale: arrivals {speedup:g}x the paper's real time; {rate:g} tuples/s per stream")
+    by_window = engine_runs.by_window(list(DISTRIBUTIONS), engine_runs.POLICIES, work,
+                                      rate=rate, new_tuples=new_tuples, speedup=speedup, say=say)
+    by_burst = engine_runs.bursts(sizes, engine_runs.POLICIES, work, rate=rate,
+                                  new_tuples=new_tuples, speedup=speedup, say=say)
+    verdicts = report.checks(by_window, by_burst)
+    if plots is not None:
+        from cq_service.bench.shared_joins.plots import burst_chart, model_chart, window_chart
+
+        scale = f"{speedup:g}x real time"
+        window_chart({p: {d: r["windows"] for d, r in per.items()} for p, per in by_window.items()},
+                     plots / "shared-joins-windows.png", f"response time per window ({scale})")
+        burst_chart(by_burst, plots / "shared-joins-bursts.png", f"Small-Large, bursts ({scale})")
+        model_chart(DISTRIBUTIONS["uniform"], plots / "shared-joins-model.png")
+    if json_output:
+        typer.echo(json.dumps({"rate": rate, "speedup": speedup, "new_tuples": new_tuples,
+                               "by_window": by_window, "bursts": by_burst, "checks": verdicts}))
+    else:
+        typer.echo(report.text(by_window, by_burst, verdicts))
 
 
 @bench_app.command("costmodel")

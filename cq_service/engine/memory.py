@@ -73,6 +73,11 @@ class MemoryMonitor:
         if self.trace is not None:
             self.trace.append((now, q_rows, q_bytes))
 
+    @property
+    def synopsis_bytes(self) -> int:
+        """The operators' synopses now (as last sampled)."""
+        return self._synopsis_bytes
+
     def restart(self, trace: bool = False) -> None:
         """Measure from now: averages, peaks of the queues and (if `trace`) a new trace."""
         self._start = time.perf_counter()

@@ -167,6 +167,7 @@ class _Job:
     stamp: float
     unit: int = 0
     parts: list[tuple] = field(default_factory=list)
+    whole: bool = False  # all units in one go (LWO; a release without tuples, see on_heartbeat)
 
 
 class SharedJoin(MultiInputOperator):
@@ -290,10 +291,14 @@ class SharedJoin(MultiInputOperator):
         self._done = upto
         if not self._jobs and self._idle(job):
             return  # nothing arrives or leaves: only the heartbeat goes on
+        # A release without tuples probes nothing: with no older release waiting, its
+        # retractions for every route go out at once, as LWO's do.
+        job.whole = self.policy == "lwo" or (not self._jobs and job.new == [None, None])
         self._jobs.append(job)
-        if self.policy in ("lwo", "swf"):  # SWF: the smallest partial window at once
+        if job.whole or self.policy == "swf":  # SWF: the smallest partial window at once
             self._run_unit(job)
-        self._merge_waiting(len(self._jobs) - 1)
+        if self._jobs:
+            self._merge_waiting(len(self._jobs) - 1)
 
     def _idle(self, job: _Job) -> bool:
         """Whether the release has no tuple, no instant and no tuple leaving any window."""
@@ -331,15 +336,15 @@ class SharedJoin(MultiInputOperator):
         stamp, self.stamp = self.stamp, job.stamp
         k = job.unit
         last = len(self.routes) - 1
-        units = range(len(self.routes)) if self.policy == "lwo" else (k,)
+        units = range(len(self.routes)) if job.whole else (k,)
         n = len(job.parts)
         for port, b in enumerate(job.new):
             if b is not None:
-                self._insert(job, port, None if self.policy == "lwo" else k)
+                self._insert(job, port, None if job.whole else k)
         retractions: list[tuple] = []
         route_ticks = [self._retract(job, i, retractions) for i in units]
         work = 1 + sum(len(p[2]) for p in job.parts[n:]) + sum(len(p[2]) for p in retractions)
-        if self.policy == "lwo":
+        if job.whole:
             self.emit(self._output(job.parts + retractions, job.ticks, tuple(route_ticks)))
             job.unit = last
         else:
@@ -363,7 +368,7 @@ class SharedJoin(MultiInputOperator):
         self._jobs.pop(0)
         for port, store in enumerate(self._stores):
             store.retain([r[port] for r in self.routes], job.upto, job.after[port])
-        if self.policy != "lwo":
+        if not job.whole:  # (a whole release's heartbeat goes on as the release ends)
             self.output.push(Heartbeat(job.upto), self.stamp)
 
     def _insert(self, job: _Job, port: int, unit: int | None) -> None:

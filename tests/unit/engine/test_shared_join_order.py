@@ -76,3 +76,50 @@ def test_mqt_serves_the_narrowest_partial_window_first() -> None:
 def test_an_unknown_policy_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown shared join policy"):
         SharedJoin("j", [], Queue("out"), (), (), ROUTES, "fastest")
+
+
+def _routes_seen(policy: str) -> tuple[list[list[tuple]], list[tuple[int, int]]]:
+    """Per route, its elements (ts, weight, row) and instants in the order sent; and the
+    completions. Two releases bring matching tuples, then three releases bring only time, in
+    which the tuples leave the windows one route after another (retractions, no probe)."""
+    ins = [Queue("left"), Queue("right")]
+    out = Queue("out")
+    reader = out.reader()
+    key = (ColRef(0, INT, "k"),)
+    op = SharedJoin("j", [q.reader() for q in ins], out, key, key, ROUTES, policy)
+    op.out_types = [INT, INT]
+    for ts in (1, 2):
+        for q in ins:
+            q.push(make_batch([INT], [(ts, (7,))]))
+            q.push(Heartbeat(ts))
+        op.run(1 << 20)
+    for upto in (20, 104, 300):  # past the 10-, 100- and 105-unit windows' exits
+        for q in ins:
+            q.push(Heartbeat(upto))
+        while op.runnable():
+            op.run(1 << 20)
+    seen: list[list[tuple]] = [[] for _ in ROUTES]
+    done = []
+    while (item := reader.get()) is not None:
+        if isinstance(item, RoutedBatch):
+            for i in range(len(ROUTES)):
+                b = item.for_route(i)
+                rows = list(zip(*(c.to_pylist() for c in b.columns), strict=True))
+                seen[i] += [("row", int(t), int(w), r) for t, w, r in zip(b.ts, b.w, rows)]
+                seen[i] += [("tick", int(t)) for t in b.ticks]
+            if item.complete is not None:
+                done.append(item.complete)
+        elif isinstance(item, Heartbeat):
+            done.append((-1, item.ts))
+    return seen, done
+
+
+@pytest.mark.parametrize("policy", ["swf", "mqt"])
+def test_releases_of_time_alone_retract_for_every_route_at_once(policy: str) -> None:
+    """A release without tuples, with no older release waiting, sends every route's
+    retractions in one batch (as LWO does); each route sees what it sees under LWO."""
+    lwo, _ = _routes_seen("lwo")
+    seen, done = _routes_seen(policy)
+    assert seen == lwo
+    assert all(any(e[0] == "row" and e[2] < 0 for e in route) for route in lwo)  # retractions
+    assert done[-3:] == [(-1, 20), (-1, 104), (-1, 300)]  # whole releases: no per-route sends
