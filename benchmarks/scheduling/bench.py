@@ -114,33 +114,40 @@ def plot(path: Path, title: str, runs: dict[str, Run]) -> None:
     plt.close(fig)
 
 
+def curve(policies: dict, shares: list[float]) -> list[tuple[float, dict]]:
+    """(share, medians) from Chain (share 0) through each share to FIFO (share 1)."""
+    points = [(0.0, policies["chain"])]
+    points += [(f, policies[f"chain_share({f:g})"]) for f in sorted(shares)]
+    return [*points, (1.0, policies["fifo"])]
+
+
 def plot_tradeoff(path: Path, title: str, policies: dict, shares: list[float]) -> None:
-    """Peak memory against p99 latency (medians): chain_share at each share, joined in order of
-    the share, with Chain and FIFO (shares 0 and 1 by definition) at the ends."""
+    """Peak memory against p99 and against p50 latency (medians): chain_share at each share,
+    joined in order of the share, with Chain and FIFO (shares 0 and 1 by definition) marked."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    points = [(0.0, policies["chain"])]
-    points += [(f, policies[f"chain_share({f:g})"]) for f in sorted(shares)]
-    points += [(1.0, policies["fifo"])]
-    xs = [p["latency_p99_ms"] for _, p in points]
-    ys = [p["peak_kib"] for _, p in points]
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    ax.plot(xs, ys, "o-", color="tab:blue", label="chain_share (share of FIFO steps)")
-    for (f, _), x, y in zip(points, xs, ys, strict=True):
-        ax.annotate(f"{f:g}", (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
-    ax.plot(xs[0], ys[0], "s", color="tab:green", markersize=9, label="chain")
-    ax.plot(xs[-1], ys[-1], "D", color="tab:red", markersize=8, label="fifo")
-    for name, mark in (("greedy", "^"), ("round_robin", "v")):
-        if name in policies:
-            ax.plot(policies[name]["latency_p99_ms"], policies[name]["peak_kib"], mark,
-                    color="grey", label=name)
-    ax.set_xlabel("p99 latency (ms)")
-    ax.set_ylabel("peak queue memory (KiB)")
-    ax.set_title(f"{title}: memory vs latency (medians)")
-    ax.legend(fontsize=8)
+    points = curve(policies, shares)
+    ys = [p["peak_kib"] / 1024 for _, p in points]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True)
+    for ax, q in zip(axes, ("p99", "p50"), strict=True):
+        xs = [p[f"latency_{q}_ms"] for _, p in points]
+        ax.plot(xs, ys, "o-", color="tab:blue", label="chain_share (share of FIFO steps)")
+        for (f, _), x, y in zip(points, xs, ys, strict=True):
+            ax.annotate(f"{f:g}", (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
+        ax.plot(xs[0], ys[0], "s", color="tab:green", markersize=9, label="chain")
+        ax.plot(xs[-1], ys[-1], "D", color="tab:red", markersize=8, label="fifo")
+        for name, mark in (("greedy", "^"), ("round_robin", "v")):
+            if name in policies:
+                ax.plot(policies[name][f"latency_{q}_ms"], policies[name]["peak_kib"] / 1024,
+                        mark, color="grey", label=name)
+        ax.set_xlabel(f"{q} latency (ms)")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("peak queue memory (MiB)")
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"{title}: memory vs latency (medians)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -202,6 +209,10 @@ def main() -> None:
         plot(args.out / f"shape{key}.png", f"shape {key}: {file[2:-5].replace('_', ' ')}",
              {name: rs[0] for name, rs in runs.items() if "(" not in name})
         if shares:
+            for f, p in curve(entry["policies"], shares):
+                print(f"shape {key} share {f:4g}: peak {p['peak_kib']:9.1f} KiB  "
+                      f"p99 {p['latency_p99_ms']:8.2f} ms  p50 {p['latency_p50_ms']:8.2f} ms "
+                      "(medians)", flush=True)
             plot_tradeoff(args.out / f"shape{key}-tradeoff.png",
                           f"shape {key}: {file[2:-5].replace('_', ' ')}", entry["policies"], shares)
     results["machine"] = f"{platform.machine()}, {platform.python_version()}, {time.strftime('%Y-%m-%d')}"
