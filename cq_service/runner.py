@@ -75,6 +75,7 @@ def run_pipeline(
     *,
     policy: str | None = None,
     latency_bound: float | None = None,
+    share: float | None = None,
     batch_rows: int = 65_536,
     observer: SinkObserver | None = None,
     adjustments: Sequence[Adjustment] = (),
@@ -85,8 +86,8 @@ def run_pipeline(
 ) -> RunReport:
     """Run a compiled pipeline on its files until every source is exhausted.
 
-    `policy` (with `latency_bound` in seconds for chain_bounded) overrides the pipeline's
-    `resources.scheduler`. Each operator runs at most `batch_rows` elements per step.
+    `policy` (with `latency_bound` in seconds for chain_bounded, `share` for chain_share)
+    overrides the pipeline's `resources.scheduler`. Each operator runs at most `batch_rows` elements per step.
     `observer(query, ts)`, if given, is called after each write to a query's sink with the
     timestamps written (the benchmark measures latency with it). `adjustments` (a worker's
     log) are replayed at their instants; `after_step(executor)` is called after every step.
@@ -125,7 +126,7 @@ def run_pipeline(
         writers=writers,
         options=options,
         dead_letters=DeadLetterRouter(dead_sink, columns),
-        policy=make_policy(policy, latency_bound),
+        policy=make_policy(policy, latency_bound, share),
         budget=batch_rows,
     )
     if cpu_time:

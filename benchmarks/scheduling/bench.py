@@ -9,7 +9,11 @@ medians are reported; one run per policy is drawn as memory over time.
     .venv/bin/python benchmarks/scheduling/bench.py            # every shape, 3 repeats
     .venv/bin/python benchmarks/scheduling/bench.py --shape 2 --repeats 1
 
-Writes benchmarks/scheduling/results/{shape}.png, results.md and results.json.
+Writes benchmarks/scheduling/results/{shape}.png, results.md and results.json; with
+`--shares`, chain_share at each share of FIFO steps too, and shape{N}-tradeoff.png: peak
+memory against p99 latency, one point per share, Chain and FIFO marked.
+
+    .venv/bin/python benchmarks/scheduling/bench.py --shape 1 --shares 0.05,0.1,0.25,0.5
 """
 
 from __future__ import annotations
@@ -25,11 +29,12 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from cq_service.bench.paced import Arrivals, Run, run_shape
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from arrivals import on_off_arrivals  # noqa: E402
-from harness import Arrivals, Run, run_shape  # noqa: E402
 
 SHAPES = {
     "1": ("1_two_operators.yaml", ["S"]),
@@ -110,6 +115,45 @@ def plot(path: Path, title: str, runs: dict[str, Run]) -> None:
     plt.close(fig)
 
 
+def curve(policies: dict, shares: list[float]) -> list[tuple[float, dict]]:
+    """(share, medians) from Chain (share 0) through each share to FIFO (share 1)."""
+    points = [(0.0, policies["chain"])]
+    points += [(f, policies[f"chain_share({f:g})"]) for f in sorted(shares)]
+    return [*points, (1.0, policies["fifo"])]
+
+
+def plot_tradeoff(path: Path, title: str, policies: dict, shares: list[float]) -> None:
+    """Peak memory against p99 and against p50 latency (medians): chain_share at each share,
+    joined in order of the share, with Chain and FIFO (shares 0 and 1 by definition) marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    points = curve(policies, shares)
+    ys = [p["peak_kib"] / 1024 for _, p in points]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True)
+    for ax, q in zip(axes, ("p99", "p50"), strict=True):
+        xs = [p[f"latency_{q}_ms"] for _, p in points]
+        ax.plot(xs, ys, "o-", color="tab:blue", label="chain_share (share of FIFO steps)")
+        for (f, _), x, y in zip(points, xs, ys, strict=True):
+            ax.annotate(f"{f:g}", (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
+        ax.plot(xs[0], ys[0], "s", color="tab:green", markersize=9, label="chain")
+        ax.plot(xs[-1], ys[-1], "D", color="tab:red", markersize=8, label="fifo")
+        for name, mark in (("greedy", "^"), ("round_robin", "v")):
+            if name in policies:
+                ax.plot(policies[name][f"latency_{q}_ms"], policies[name]["peak_kib"] / 1024,
+                        mark, color="grey", label=name)
+        ax.set_xlabel(f"{q} latency (ms)")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("peak queue memory (MiB)")
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"{title}: memory vs latency (medians)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shape", action="append", help="shape number (default: all)")
@@ -121,12 +165,15 @@ def main() -> None:
     ap.add_argument("--flow", type=float, default=0.02,
                     help="shortest flow (burst) in seconds: the Pareto scale")
     ap.add_argument("--bounds", default="", help="chain_bounded bounds in ms, e.g. 5,20,50")
+    ap.add_argument("--shares", default="",
+                    help="chain_share's shares of FIFO steps, e.g. 0.05,0.1,0.25,0.5")
     ap.add_argument("--out", type=Path, default=HERE / "results")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     results_path = args.out / "results.json"
     results = json.loads(results_path.read_text()) if results_path.exists() else {}
     bounds = [float(b) for b in args.bounds.split(",") if b]
+    shares = [float(f) for f in args.shares.split(",") if f]
     for key in args.shape or list(SHAPES):
         file, streams = SHAPES[key]
         shape = HERE / "shapes" / file
@@ -139,11 +186,13 @@ def main() -> None:
             for k in range(len(streams))
         ]
         arr = arrivals_for(streams, elements, at)
-        policies = [(p, None) for p in POLICIES] + [("chain_bounded", b / 1e3) for b in bounds]
+        policies = [(p, None, None) for p in POLICIES]
+        policies += [("chain_bounded", b / 1e3, None) for b in bounds]
+        policies += [("chain_share", None, f) for f in shares]
         runs: dict[str, list[Run]] = {}
         for rep in range(args.repeats):
-            for p, bound in policies:
-                r = run_shape(shape, arr, p, bound=bound)
+            for p, bound, share in policies:
+                r = run_shape(shape, arr, p, bound=bound, share=share)
                 runs.setdefault(r.policy, []).append(r)
                 print(f"shape {key} rep {rep} {r.policy:>18}: peak {r.peak_bytes / 1024:9.1f} KiB  "
                       f"avg {r.average_bytes / 1024:8.1f} KiB  p99 {r.latency.quantile(0.99) * 1e3:8.2f} ms  "
@@ -159,7 +208,14 @@ def main() -> None:
         }
         results[key] = entry
         plot(args.out / f"shape{key}.png", f"shape {key}: {file[2:-5].replace('_', ' ')}",
-             {name: rs[0] for name, rs in runs.items() if not name.startswith("chain_bounded")})
+             {name: rs[0] for name, rs in runs.items() if "(" not in name})
+        if shares:
+            for f, p in curve(entry["policies"], shares):
+                print(f"shape {key} share {f:4g}: peak {p['peak_kib']:9.1f} KiB  "
+                      f"p99 {p['latency_p99_ms']:8.2f} ms  p50 {p['latency_p50_ms']:8.2f} ms "
+                      "(medians)", flush=True)
+            plot_tradeoff(args.out / f"shape{key}-tradeoff.png",
+                          f"shape {key}: {file[2:-5].replace('_', ' ')}", entry["policies"], shares)
     results["machine"] = f"{platform.machine()}, {platform.python_version()}, {time.strftime('%Y-%m-%d')}"
     results_path.write_text(json.dumps(results, indent=2))
     write_table(args.out / "results.md", results)

@@ -156,12 +156,21 @@ def bench_scheduling(
     bounds: str | None = typer.Option(
         None, help="comma-separated bounds: chain_bounded's peak memory vs p99 latency"
     ),
+    shares: str | None = typer.Option(
+        None,
+        help="comma-separated shares of FIFO units in [0, 1], e.g. 0.05,0.1,0.25,0.5: "
+        "chain_share's peak memory vs p99 latency (with 0 = chain and 1 = fifo)",
+    ),
+    plot: Path | None = typer.Option(
+        None, help="with --shares: write the memory vs latency curve to this PNG"
+    ),
     quantum: int = typer.Option(1, help="round-robin quantum, in units"),
     seed: int = typer.Option(0, help="seed of the bursty scenarios"),
 ) -> None:
     """Simulate operator scheduling (Chain, docs/scheduling.md) in cost units: memory at each
     instant, peak and average memory, latency and context switches per policy."""
     import json
+    from fractions import Fraction
 
     from cq_service.bench.scheduling import report
     from cq_service.bench.scheduling.scenarios import scenario as build
@@ -174,13 +183,22 @@ def bench_scheduling(
         runs = report.results(chosen, names, bound=bound, quantum=quantum)
         levels = [int(b) for b in bounds.split(",") if b.strip()] if bounds else None
         trade = report.tradeoff(chosen.workload, levels) if levels else None
-    except ValueError as e:
+        fractions = (
+            [Fraction(f.strip()) for f in shares.split(",") if f.strip()] if shares else None
+        )
+        curve = report.share_tradeoff(chosen.workload, fractions) if fractions else None
+    except (ValueError, ZeroDivisionError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
+    if plot is not None:
+        if curve is None:
+            typer.echo("error: --plot needs --shares", err=True)
+            raise typer.Exit(2)
+        report.plot_shares(plot, f"{scenario}: chain_share, memory vs latency", curve)
     if json_output:
-        typer.echo(json.dumps(report.as_json(scenario, runs, trade)))
+        typer.echo(json.dumps(report.as_json(scenario, runs, trade, curve)))
     else:
-        typer.echo(report.text(chosen, runs, trade))
+        typer.echo(report.text(chosen, runs, trade, curve))
 
 
 @bench_app.command("shared-joins")

@@ -126,6 +126,7 @@ def run_shape(
     *,
     budget: int = 1024,
     bound: float | None = None,
+    share: float | None = None,
     plan: Callable[[CompiledPipeline], PhysicalPlan] | None = None,
     poll_s: float = POLL_S,
     heartbeat_s: float = HEARTBEAT_S,
@@ -150,7 +151,7 @@ def run_shape(
     writers = {s.query: open_sink(s.sink, list(s.columns), s.types) for s in compiled.plan.sinks}
     ex = build_executor(
         compiled.plan if plan is None else plan(compiled), readers=readers, writers=writers, options=options,
-        policy=make_policy(policy, bound), budget=budget, step_seconds=STEP_SECONDS,
+        policy=make_policy(policy, bound, share), budget=budget, step_seconds=STEP_SECONDS,
     )
     for src in ex.sources:  # relations are loaded before the first arrival
         while src.name not in arriving and not src.exhausted:
@@ -218,8 +219,13 @@ def run_shape(
     for sink in ex.sinks:
         latency.merge(sink.latency)
     m = ex.memory
+    label = policy
+    if bound is not None:
+        label = f"{policy}({bound * 1e3:g} ms)"
+    elif share is not None:
+        label = f"{policy}({share:g})"
     return Run(
-        policy if bound is None else f"{policy}({bound * 1e3:g} ms)",
+        label,
         seconds, m.trace, m.queued.peak_bytes, m.average_queue_bytes, m.queued.peak_rows,
         latency, sum(sink.written for sink in ex.sinks), ex.steps, 1 - idle / seconds,
         {sink.name: sink.latency for sink in ex.sinks}, state_peak,

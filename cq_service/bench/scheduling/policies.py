@@ -13,6 +13,8 @@ then gives that tuple one unit of processing. Operators are numbered path-major.
   or until its queue empties.
 - ``chain_bounded``: Chain, except that once the oldest tuple has waited more than `bound`
   units it is advanced instead (a FIFO step) — our bounded-latency extension.
+- ``chain_share``: Chain, except that a share f of the units goes to the oldest tuple (unit n
+  when ⌊n·f⌋ > ⌊(n−1)·f⌋); f = 0 is Chain, f = 1 FIFO (the engine's ChainShare).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ __all__ = [
     "POLICIES",
     "Chain",
     "ChainBounded",
+    "ChainShare",
     "Fifo",
     "Greedy",
     "Heads",
@@ -161,15 +164,44 @@ class ChainBounded(Chain):
         return super().choose(heads, now)
 
 
+class ChainShare(Chain):
+    name = "chain_share"
+
+    def __init__(self, share: Fraction) -> None:
+        if not 0 <= share <= 1:
+            raise ValueError("the share of FIFO units is between 0 and 1")
+        self.share = Fraction(share)
+
+    def start(self, operators: Sequence[Operator]) -> None:
+        super().start(operators)
+        self._units = 0
+
+    def choose(self, heads: Heads, now: int) -> int | None:
+        if all(h is None for h in heads):
+            return None
+        self._units += 1
+        n, f = self._units, self.share
+        if (n * f.numerator) // f.denominator > ((n - 1) * f.numerator) // f.denominator:
+            return oldest(heads)
+        return super().choose(heads, now)
+
+
 POLICIES: dict[str, type[Policy]] = {
-    p.name: p for p in (Fifo, RoundRobin, Greedy, Chain, ChainBounded)
+    p.name: p for p in (Fifo, RoundRobin, Greedy, Chain, ChainBounded, ChainShare)
 }
 
 
-def make_policy(name: str, *, quantum: int = 1, bound: int | None = None) -> Policy:
-    """A fresh policy by name (`bound` is required for chain_bounded)."""
+def make_policy(
+    name: str, *, quantum: int = 1, bound: int | None = None, share: Fraction | None = None
+) -> Policy:
+    """A fresh policy by name (`bound` is required for chain_bounded, `share` for
+    chain_share)."""
     if name == "round_robin":
         return RoundRobin(quantum)
+    if name == "chain_share":
+        if share is None:
+            raise ValueError("chain_share needs a share of FIFO units")
+        return ChainShare(share)
     if name == "chain_bounded":
         if bound is None:
             raise ValueError("chain_bounded needs a latency bound")

@@ -5,6 +5,8 @@ latency percentiles and context switches for the bursty ones)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 from cq_service.bench.scheduling.policies import POLICIES
@@ -12,7 +14,15 @@ from cq_service.bench.scheduling.scenarios import Scenario
 from cq_service.bench.scheduling.simulator import Result, run
 from cq_service.bench.scheduling.workload import Workload
 
-__all__ = ["DEFAULT_POLICIES", "as_json", "results", "text", "tradeoff"]
+__all__ = [
+    "DEFAULT_POLICIES",
+    "as_json",
+    "plot_shares",
+    "results",
+    "share_tradeoff",
+    "text",
+    "tradeoff",
+]
 
 DEFAULT_POLICIES = ("fifo", "round_robin", "greedy", "chain")
 KNOWN = (*POLICIES, "opt")
@@ -35,6 +45,37 @@ def tradeoff(workload: Workload, bounds: Sequence[int]) -> list[tuple[int, Resul
     return [(b, run(workload, "chain_bounded", bound=b)) for b in bounds]
 
 
+def share_tradeoff(workload: Workload, shares: Sequence[Fraction]) -> list[tuple[Fraction, Result]]:
+    """chain_share at each share of FIFO units, and at 0 (Chain) and 1 (FIFO), in order."""
+    levels = sorted({Fraction(0), Fraction(1), *(Fraction(f) for f in shares)})
+    return [(f, run(workload, "chain_share", share=f)) for f in levels]
+
+
+def plot_shares(path: Path, title: str, trade: list[tuple[Fraction, Result]]) -> None:
+    """Peak memory against p99 latency, one point per share, joined in order of the share."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    xs = [r.latency(0.99) for _, r in trade]
+    ys = [float(r.peak) for _, r in trade]
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    ax.plot(xs, ys, "o-", label="chain_share (share of FIFO units)")
+    for (f, _), x, y in zip(trade, xs, ys, strict=True):
+        ax.annotate(f"{float(f):g}", (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
+    ax.plot(xs[0], ys[0], "s", color="tab:green", markersize=9, label="chain (share 0)")
+    ax.plot(xs[-1], ys[-1], "D", color="tab:red", markersize=8, label="fifo (share 1)")
+    ax.set_xlabel("p99 latency (units)")
+    ax.set_ylabel("peak memory (tuple sizes)")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def _summary(r: Result, memory: bool = True) -> dict[str, Any]:
     out: dict[str, Any] = {"memory": [float(m) for m in r.memory]} if memory else {}
     out |= {
@@ -48,7 +89,10 @@ def _summary(r: Result, memory: bool = True) -> dict[str, Any]:
 
 
 def as_json(
-    name: str, runs: dict[str, Result], trade: list[tuple[int, Result]] | None = None
+    name: str,
+    runs: dict[str, Result],
+    trade: list[tuple[int, Result]] | None = None,
+    shares: list[tuple[Fraction, Result]] | None = None,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {
         "scenario": name,
@@ -56,6 +100,10 @@ def as_json(
     }
     if trade is not None:
         out["tradeoff"] = [{"bound": b, **_summary(r, memory=False)} for b, r in trade]
+    if shares is not None:
+        out["share_tradeoff"] = [
+            {"share": float(f), **_summary(r, memory=False)} for f, r in shares
+        ]
     return out
 
 
@@ -79,7 +127,10 @@ def _grid(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 
 
 def text(
-    scenario: Scenario, runs: dict[str, Result], trade: list[tuple[int, Result]] | None = None
+    scenario: Scenario,
+    runs: dict[str, Result],
+    trade: list[tuple[int, Result]] | None = None,
+    shares: list[tuple[Fraction, Result]] | None = None,
 ) -> str:
     w = scenario.workload
     lines = [
@@ -104,4 +155,11 @@ def text(
             [str(b), *(_num(v) for v in list(_summary(r, memory=False).values()))] for b, r in trade
         ]
         lines += _grid(["bound", *header[1:]], rows)
+    if shares:
+        lines += ["", "chain_share: peak memory vs latency (share 0 is chain, 1 is fifo)"]
+        rows = [
+            [f"{float(f):g}", *(_num(v) for v in list(_summary(r, memory=False).values()))]
+            for f, r in shares
+        ]
+        lines += _grid(["share", *header[1:]], rows)
     return "\n".join(lines)

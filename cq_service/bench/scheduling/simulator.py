@@ -113,10 +113,17 @@ def simulate(workload: Workload, policy: Policy) -> Result:
     return Result(policy.name, tuple(recorded), tuple(latency), switches)
 
 
-def run(workload: Workload, name: str, *, quantum: int = 1, bound: int | None = None) -> Result:
+def run(
+    workload: Workload,
+    name: str,
+    *,
+    quantum: int = 1,
+    bound: int | None = None,
+    share: Fraction | None = None,
+) -> Result:
     """Run a policy by name; ``opt`` is the brute-force clairvoyant optimum (memory only, small
     instances), computed over as many instants as Chain's run."""
     if name == "opt":
         horizon = len(simulate(workload, Chain()).memory) - 1
         return Result("opt", tuple(optimum_memory(workload, horizon)))
-    return simulate(workload, make_policy(name, quantum=quantum, bound=bound))
+    return simulate(workload, make_policy(name, quantum=quantum, bound=bound, share=share))

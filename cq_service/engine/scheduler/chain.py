@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from fractions import Fraction
 
 from cq_service.engine.operators.base import Operator
 from cq_service.engine.operators.source import SourceOperator
@@ -34,7 +35,7 @@ from cq_service.engine.scheduler.priority import PriorityPolicy
 from cq_service.engine.scheduler.progress import ProgressChart, chain_priorities
 from cq_service.engine.scheduler.statistics import OperatorStatistics
 
-__all__ = ["Chain", "ChainBounded"]
+__all__ = ["Chain", "ChainBounded", "ChainShare"]
 
 
 class Chain(PriorityPolicy):
@@ -132,4 +133,39 @@ class ChainBounded(Chain):
         first, stamp = oldest_with_stamp(candidates, self._order)
         if first is not None and time.perf_counter() - stamp > self.bound:
             return first
+        return super().highest(candidates, lent)
+
+
+class ChainShare(Chain):
+    """Chain, except that a share `share` of the steps goes to the oldest waiting input (a
+    FIFO step): step n is a FIFO step exactly when ⌊n·share⌋ > ⌊(n−1)·share⌋, so share 1/k
+    is every k-th step. Share 0 is Chain's order, share 1 FIFO's. Unlike a bound on waiting
+    time, which a burst's backlog exceeds at once (every step then FIFO's), a share keeps
+    Chain's order for the other steps however old the backlog, so memory and tail latency
+    move between Chain's and FIFO's as the share grows. Only steps with a ready operator
+    count; the share is kept as a fraction (denominator at most 1000) so the order is exact."""
+
+    name = "chain_share"
+
+    def __init__(self, share: float, statistics: OperatorStatistics | None = None) -> None:
+        super().__init__(statistics)
+        if not 0.0 <= share <= 1.0:
+            raise ValueError(f"the share of FIFO steps must be in [0, 1], not {share}")
+        self.share = share
+        self._fraction = Fraction(share).limit_denominator(1000)
+        self._steps = 0
+
+    def attach(self, operators: list[Operator]) -> None:
+        super().attach(operators)
+        self._steps = 0
+
+    def highest(
+        self, candidates: list[Operator], lent: dict[int, float] | None = None
+    ) -> Operator | None:
+        if not candidates:
+            return None
+        self._steps += 1
+        n, f = self._steps, self._fraction
+        if (n * f.numerator) // f.denominator > ((n - 1) * f.numerator) // f.denominator:
+            return oldest_with_stamp(candidates, self._order)[0]
         return super().highest(candidates, lent)

@@ -52,3 +52,17 @@ def test_errors_exit_2():
     assert cq("--policy", "lifo").exit_code == 2
     assert cq("--policy", "chain_bounded").exit_code == 2
     assert cq("--scenario", "bursty", "--policy", "opt").exit_code == 2
+
+
+def test_shares_sweep_chain_share_and_plot_the_curve(tmp_path):
+    png = tmp_path / "curve.png"
+    result = cq("--scenario", "example1", "--shares", "0.5,1/3", "--plot", str(png), "--json")
+    assert result.exit_code == 0
+    curve = json.loads(result.stdout)["share_tradeoff"]
+    assert [round(p["share"], 3) for p in curve] == [0, 0.333, 0.5, 1]
+    assert [p["peak"] for p in curve] == [2.2, 3.4, 4.0, 4.0]  # chain … fifo
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    text = cq("--scenario", "example1", "--shares", "0.25").stdout
+    assert "chain_share: peak memory vs latency" in text
+    assert cq("--shares", "2").exit_code == 2
+    assert cq("--plot", str(png)).exit_code == 2

@@ -254,3 +254,26 @@ def test_bad_inputs():
         make_policy("chain_bounded")
     with pytest.raises(ValueError, match="unknown policy"):
         make_policy("lifo")
+
+
+def test_chain_share_between_chain_and_fifo():
+    """Every unit n with ⌊n·f⌋ > ⌊(n−1)·f⌋ goes to the oldest tuple: share 0 is Chain,
+    share 1 FIFO, on Example 1 and on random workloads; share 1/3 lies between on Example 1."""
+    w = one_per_unit(EXAMPLE1, range(7))
+    fifo, chain = run(w, "fifo"), run(w, "chain")
+    assert run(w, "chain_share", share=Fraction(0)).memory == chain.memory
+    assert run(w, "chain_share", share=Fraction(1)).memory == fifo.memory
+    third = run(w, "chain_share", share=Fraction(1, 3))
+    assert [str(m) for m in third.memory[:8]] == ["1", "6/5", "7/5", "11/5", "12/5", "13/5",
+                                                  "17/5", "13/5"]
+    assert chain.peak < third.peak == Fraction(17, 5) < fifo.peak
+    assert third.latencies == (3, 5, 7, 8, 8, 8, 8)  # FIFO: (2, …, 8), Chain: all 8
+    rng = random.Random(5)
+    for _ in range(100):
+        w = random_workload(rng)
+        assert run(w, "chain_share", share=Fraction(0)).memory == run(w, "chain").memory
+        assert run(w, "chain_share", share=Fraction(1)).memory == run(w, "fifo").memory
+    with pytest.raises(ValueError, match="needs a share"):
+        make_policy("chain_share")
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        make_policy("chain_share", share=Fraction(3, 2))

@@ -14,7 +14,14 @@ import pytest
 
 from cq_service.compiler import compile_pipeline
 from cq_service.engine.build import SourceOptions, build_executor
-from cq_service.engine.scheduler import Chain, ChainBounded, Fifo, Greedy, RoundRobin
+from cq_service.engine.scheduler import (
+    Chain,
+    ChainBounded,
+    ChainShare,
+    Fifo,
+    Greedy,
+    RoundRobin,
+)
 from cq_service.io import open_source
 from cq_service.runner import run_pipeline
 from cq_service.spec import load_pipeline
@@ -260,6 +267,8 @@ ORDERS = {
     "chain": Chain,
     "chain_bounded_0": lambda: ChainBounded(0.0),
     "chain_bounded_1ms": lambda: ChainBounded(0.001),
+    "chain_share_quarter": lambda: ChainShare(0.25),
+    "chain_share_half": lambda: ChainShare(0.5),
 }
 
 

@@ -20,6 +20,7 @@ from cq_service.engine.scheduler import (
     ByOwner,
     Chain,
     ChainBounded,
+    ChainShare,
     Fifo,
     Greedy,
     RoundRobin,
@@ -400,3 +401,69 @@ def test_each_step_adds_a_run_to_the_operators_cost_fit():
         ex.step(ops[0])
     assert ops[0].run_cost.runs == 10 and ops[0].run_cost.fitted
     assert ops[0].run_cost.fit()[1] > 0  # it read bytes, and that took time
+
+
+# -- chain_share: a share of FIFO steps ----------------------------------------------------
+
+
+def two_queries(p):
+    """Query A (a: slow, unselective, so low priority) and query B (b: cheap, steep), each
+    with three one-row batches waiting: A's at stamps 0, 1, 2, B's at 3, 4, 5."""
+    head_a, ops_a = chain_of(1)
+    head_b, ops_b = chain_of(1)
+    ops_a[0].name, ops_a[1].name, ops_b[0].name, ops_b[1].name = "a", "A", "b", "B"
+    ops = ops_a + ops_b
+    if isinstance(p, Fifo):
+        p.attach(ops)
+    else:
+        fix(p, ops, [(1.0, 1.0), (0.0, 1.0), (1.0, 1e-6), (0.0, 1e-6)])
+    for k in range(3):
+        head_a.push(batch(k + 1), stamp=float(k))
+        head_b.push(batch(k + 1), stamp=float(k + 3))
+    return ops
+
+
+def step_order(p) -> str:
+    """The operators `p` runs, one batch a step, until nothing is left."""
+    ops = two_queries(p)
+    names = []
+    while (op := p.choose(ops)) is not None:
+        op.run(1)
+        names.append(op.name)
+    return "".join(names)
+
+
+CHAIN_ORDER = "bBbBbBaAaAaA"  # B's steep chain drains first, oldest block to the end
+FIFO_ORDER = "aAaAaAbBbBbB"  # the oldest element first, pushed through its path
+
+
+def test_chain_and_fifo_step_orders_on_two_queries():
+    assert step_order(Chain()) == CHAIN_ORDER
+    assert step_order(Fifo()) == FIFO_ORDER
+
+
+@pytest.mark.parametrize(
+    ("share", "expected"),
+    [
+        (0.0, CHAIN_ORDER),
+        (1.0, FIFO_ORDER),
+        # every 2nd step FIFO's: A's oldest row moves at steps 2 and 4, B's chain meanwhile
+        (0.5, "baBAbaBAbaBA"),
+        # every 3rd step FIFO's (steps 3, 6, 9); once B is done only A is left
+        (1 / 3, "bBabBAbBaAaA"),
+        (2 / 3, "baABaAbaABbB"),
+    ],
+)
+def test_chain_share_takes_every_kth_step_for_the_oldest_input(share, expected):
+    assert step_order(ChainShare(share)) == expected
+
+
+def test_chain_share_registry_checks_the_share():
+    assert policy("chain_share", share=0.25).share == 0.25
+    assert "chain_share" not in POLICIES  # not a pipeline file's choice (yet)
+    with pytest.raises(ValueError, match="needs a share"):
+        policy("chain_share")
+    with pytest.raises(ValueError, match="chain_share only"):
+        policy("chain", share=0.5)
+    with pytest.raises(ValueError, match=r"in \[0, 1\]"):
+        ChainShare(1.5)
