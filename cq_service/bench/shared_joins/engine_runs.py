@@ -71,7 +71,8 @@ def run_one(
     for seconds in w.windows:
         lat = run.latencies[query_name(seconds)]
         windows[seconds] = {"avg": lat.mean, "max": lat.max, "results": lat.count}
-    return {"windows": windows, "peak_state_bytes": run.peak_state_bytes, "seconds": run.seconds}
+    return {"windows": windows, "peak_state_bytes": run.peak_state_bytes,
+            "peak_queue_bytes": run.peak_bytes, "seconds": run.seconds}
 
 
 def by_window(
