@@ -1,5 +1,6 @@
 """``cq nexmark …`` (generate the NEXMark input) and ``cq bench …`` (the benchmarks: NEXMark,
-scheduling, shared joins, cost model, backfill, the Spark runner, restart, Kafka), mounted by cq_service.cli."""
+scheduling, shared joins, cost model, backfill, the Spark runner, restart, Kafka), mounted by
+cq_service.cli."""
 
 from __future__ import annotations
 
@@ -218,9 +219,17 @@ def bench_shared_joins(
 
     from cq_service.bench.shared_joins import DISTRIBUTIONS, engine_runs, report
 
-    if quick:  # a tenth of the rate: the preload and the bench take seconds
+    if quick:  # a tenth of the rate (a tenth of the preload), 300 tuples: about 90 s in all
         rate, new_tuples, speedup, bursts = rate / 10, 300, speedup / 2, "1,4"
-    sizes = [float(b) for b in bursts.split(",") if b.strip()]
+    try:
+        sizes = [float(b) for b in bursts.split(",") if b.strip()]
+    except ValueError:
+        typer.echo(f"error: --bursts wants comma-separated numbers, not {bursts!r}", err=True)
+        raise typer.Exit(2) from None
+    if any(s < 1 for s in sizes) or rate <= 0 or speedup <= 0 or new_tuples < 1:
+        typer.echo("error: mean bursts ≥ 1, and a positive rate, speedup and --new-tuples",
+                   err=True)
+        raise typer.Exit(2)
     say = (lambda _: None) if json_output else typer.echo
     say(f"time scale: arrivals {speedup:g}x the paper's real time; {rate:g} tuples/s per stream")
     by_window = engine_runs.by_window(list(DISTRIBUTIONS), engine_runs.POLICIES, work,

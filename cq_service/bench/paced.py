@@ -3,8 +3,9 @@ benchmark, benchmarks/scheduling/bench.py, and `cq bench shared-joins`).
 
 The engine loop is the live worker's, made explicit: between two scheduling steps, every
 source takes what has arrived by now (one chunk per source), then the policy picks one
-operator to run for one budget, cut as in the worker to about `STEP_SECONDS` of work. Every element is stamped with its arrival time, so a result's
-latency is measured from the arrival of the input that completed it. The executor's memory
+operator to run for one budget, cut as in the worker to about `STEP_SECONDS` of work. A poll's
+elements are stamped with the arrival time of its oldest, so a result's latency is measured
+from (no later than) the arrival of the input that completed it. The executor's memory
 monitor records total queue memory after each step.
 """
 

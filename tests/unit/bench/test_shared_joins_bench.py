@@ -96,3 +96,16 @@ def test_checks_and_text_read_the_figures() -> None:
     verdicts = checks(bad, bursts)
     assert not any(verdicts.values()), verdicts
     assert "DOES NOT HOLD: d: MQT best on average" in text(bad, bursts, verdicts)
+
+
+def test_bad_options_are_refused_before_running(tmp_path: Path) -> None:
+    runner = CliRunner()
+    for args, says in (
+        (["--bursts", "four"], "comma-separated numbers"),
+        (["--bursts", "0.5"], "mean bursts ≥ 1"),
+        (["--speedup", "0"], "positive rate, speedup"),
+    ):
+        result = runner.invoke(bench_app, ["shared-joins", "--work", str(tmp_path), *args])
+        assert result.exit_code == 2, args
+        assert says in result.output, result.output
+    assert not any(tmp_path.iterdir())  # nothing ran
