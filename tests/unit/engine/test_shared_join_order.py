@@ -10,7 +10,7 @@ import pytest
 
 from cq_service.cql.logical import ColRef
 from cq_service.engine.operators.shared_join import RoutedBatch, SharedJoin
-from cq_service.engine.queues import Heartbeat, Queue
+from cq_service.engine.queues import Heartbeat, Queue, QueueReader
 from cq_service.plan.shared_joins import SideWindow
 from cq_service.types import DataType
 from tests.unit.engine.batches import make_batch
@@ -20,16 +20,22 @@ INT = DataType.INT
 ROUTES = tuple((SideWindow("range", w), SideWindow("range", w)) for w in (10, 100, 105))
 
 
-def _completions(policy: str) -> list[tuple[int, int]]:
-    """(route, instant) of each route completion the join sends, in order (-1: every route,
-    a heartbeat): release 2 is read, the join runs its units until release 2 waits for the
-    third, release 3 is read, and the join runs to the end."""
+def _join(policy: str) -> tuple[list[Queue], QueueReader, SharedJoin]:
+    """Its two input queues, a reader of its output, and a shared join on key k over ROUTES."""
     ins = [Queue("left"), Queue("right")]
     out = Queue("out")
     reader = out.reader()
     key = (ColRef(0, INT, "k"),)
     op = SharedJoin("j", [q.reader() for q in ins], out, key, key, ROUTES, policy)
     op.out_types = [INT, INT]
+    return ins, reader, op
+
+
+def _completions(policy: str) -> list[tuple[int, int]]:
+    """(route, instant) of each route completion the join sends, in order (-1: every route,
+    a heartbeat): release 2 is read, the join runs its units until release 2 waits for the
+    third, release 3 is read, and the join runs to the end."""
+    ins, reader, op = _join(policy)
 
     def release(ts: tuple[int, int], upto: int) -> None:
         for q, t in zip(ins, ts, strict=True):
@@ -82,12 +88,7 @@ def _routes_seen(policy: str) -> tuple[list[list[tuple]], list[tuple[int, int]]]
     """Per route, its elements (ts, weight, row) and instants in the order sent; and the
     completions. Two releases bring matching tuples, then three releases bring only time, in
     which the tuples leave the windows one route after another (retractions, no probe)."""
-    ins = [Queue("left"), Queue("right")]
-    out = Queue("out")
-    reader = out.reader()
-    key = (ColRef(0, INT, "k"),)
-    op = SharedJoin("j", [q.reader() for q in ins], out, key, key, ROUTES, policy)
-    op.out_types = [INT, INT]
+    ins, reader, op = _join(policy)
     for ts in (1, 2):
         for q in ins:
             q.push(make_batch([INT], [(ts, (7,))]))
