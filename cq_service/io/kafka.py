@@ -55,6 +55,7 @@ from cq_service.io.kafka_client import (
     bootstrap_servers,
     client_choice,
     dependency_name,
+    retrying,
 )
 from cq_service.io.kafka_connect import open_consumer, settings_reason
 from cq_service.io.kafka_dead_letter import DeadLetterTopic
@@ -86,6 +87,7 @@ _END_POLL_MS = 200  # not live: one poll while reading up to the end offsets
 _STALL_S = 60.0  # not live: no record for this long although the end is not reached: error
 _REFRESH_S = 5.0  # live: how often to look for partitions added to the topic
 _CALL_MS = 2000  # live: the longest a call to the broker (positions, end offsets) may block
+_RETRY_S = 30.0  # not live: how long a retriable failure to read committed offsets is retried
 _Polled = Messages
 
 
@@ -300,8 +302,13 @@ class KafkaReader(SourceReader):
         return int(position)
 
     def _committed(self, partition: int) -> int | None:
+        """The group's committed offset. Not live (`cq run`, the archive), a retriable failure
+        (the group's coordinator moving) is retried for up to `_RETRY_S` first; live, the
+        outage handling retries."""
         try:
-            return self._consumer.committed(partition, self._call_ms())
+            if self.live:
+                return self._consumer.committed(partition, self._call_ms())
+            return retrying(lambda: self._consumer.committed(partition, None), _RETRY_S)
         except KafkaCallError as e:
             raise self._failure(e, f"cannot read the committed offsets of {self.topic!r}") from None
 

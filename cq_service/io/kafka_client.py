@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from cq_service.errors import Outage
 from cq_service.io.reachability import Probe
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from cq_service.io.kafka_messages import Messages
@@ -45,6 +47,7 @@ __all__ = [
     "describe_kafka_error",
     "is_retriable",
     "outage_of",
+    "retrying",
 ]
 
 # The client libraries a source or sink may use (`client:`), and the default: confluent-kafka
@@ -185,6 +188,21 @@ class KafkaCallError(Exception):
         super().__init__(reason)
         self.reason = reason
         self.retriable = retriable
+
+
+def retrying(call: Callable[[], T], seconds: float, pause: float = 0.1) -> T:
+    """`call()`, called again after a retriable `KafkaCallError` (a group coordinator moving,
+    ``Not coordinator``; a broker restarting) for up to `seconds`, with pauses doubling from
+    `pause` to 1 s; the last error is raised."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return call()
+        except KafkaCallError as e:
+            if not e.retriable or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(2 * pause, 1.0)
 
 
 class TopicMissing(KafkaCallError):

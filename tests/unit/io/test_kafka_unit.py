@@ -146,3 +146,36 @@ def test_sink_option_errors(options, message):
     with pytest.raises(SinkError) as caught:
         open_sink(SinkSpec("kafka", options=options), ["a", "b"], [DataType.INT, DataType.INT])
     assert message in str(caught.value)
+
+
+def test_retrying_calls_again_after_retriable_failures_only() -> None:
+    from cq_service.io.kafka_client import KafkaCallError, retrying
+
+    calls = []
+
+    def flaky() -> int:
+        calls.append(1)
+        if len(calls) < 3:
+            raise KafkaCallError("Broker: Not coordinator", retriable=True)
+        return 42
+
+    assert retrying(flaky, seconds=5, pause=0.001) == 42
+    assert len(calls) == 3
+
+    def refused() -> int:
+        calls.append(1)
+        raise KafkaCallError("Broker: Group authorization failed", retriable=False)
+
+    calls.clear()
+    with pytest.raises(KafkaCallError, match="authorization"):
+        retrying(refused, seconds=5, pause=0.001)
+    assert len(calls) == 1  # not retried
+
+    def away() -> int:
+        calls.append(1)
+        raise KafkaCallError("Broker: Not coordinator", retriable=True)
+
+    calls.clear()
+    with pytest.raises(KafkaCallError, match="Not coordinator"):
+        retrying(away, seconds=0.05, pause=0.01)
+    assert 2 <= len(calls) <= 10  # retried until the time was up, then raised
