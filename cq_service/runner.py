@@ -87,7 +87,8 @@ def run_pipeline(
     """Run a compiled pipeline on its files until every source is exhausted.
 
     `policy` (with `latency_bound` in seconds for chain_bounded, `share` for chain_share)
-    overrides the pipeline's `resources.scheduler`. Each operator runs at most `batch_rows` elements per step.
+    overrides the pipeline's `resources.scheduler`. Each operator runs at most `batch_rows`
+    elements per step.
     `observer(query, ts)`, if given, is called after each write to a query's sink with the
     timestamps written (the benchmark measures latency with it). `adjustments` (a worker's
     log) are replayed at their instants; `after_step(executor)` is called after every step.

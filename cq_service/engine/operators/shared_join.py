@@ -293,7 +293,7 @@ class SharedJoin(MultiInputOperator):
             return  # nothing arrives or leaves: only the heartbeat goes on
         # A release without tuples probes nothing: with no older release waiting, its
         # retractions for every route go out at once, as LWO's do.
-        job.whole = self.policy == "lwo" or (not self._jobs and job.new == [None, None])
+        job.whole = self.policy == "lwo" or (not self._jobs and all(b is None for b in job.new))
         self._jobs.append(job)
         if job.whole or self.policy == "swf":  # SWF: the smallest partial window at once
             self._run_unit(job)
