@@ -25,6 +25,7 @@ A reader whose output is shared again continues along its first path only.
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from fractions import Fraction
 
@@ -103,7 +104,8 @@ class Chain(PriorityPolicy):
         t, s = max(cost, 1e-300), written
         points = [(0.0, 1.0), (t, s)]
         for _, dt, ds, _ in pieces:
-            t, s = t + dt, s + ds
+            # a piece measured at no cost still moves time on, or its slope would be 0/0
+            t, s = max(t + dt, math.nextafter(t, math.inf)), s + ds
             points.append((t, max(s, 0.0)))
         slopes = chain_priorities(ProgressChart(tuple(points)))
         top = slopes[0]
