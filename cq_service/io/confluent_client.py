@@ -7,10 +7,11 @@ Settings (`consumer:` / `producer:`) are librdkafka's configuration properties
 librdkafka property has an underscore. A property librdkafka does not know is refused when the
 client is made.
 
-Positions are kept here rather than asked of librdkafka: set by `assign`/`seek` (a logical
-start — beginning, end — is resolved to an offset with the partition's watermarks), and moved
-past each message `poll` returns. A seek re-assigns the partitions at their positions, since
-librdkafka seeks only partitions already being fetched.
+Positions are kept here rather than asked of librdkafka: set by `seek` (a logical start —
+beginning, end — is resolved to an offset with the partition's watermarks), and moved past
+each message `poll` returns. A seek re-assigns the partitions at their positions, since
+librdkafka seeks only partitions already being fetched; an assigned partition is fetched once
+it has a position.
 """
 
 from __future__ import annotations
@@ -252,13 +253,13 @@ class ConfluentConsumer:
         return sorted(int(p) for p in found.partitions)
 
     def _reassign(self) -> None:
-        """Assign every partition at its position (unknown ones: librdkafka's reset)."""
-        from confluent_kafka import OFFSET_INVALID
-
-        self._consumer.assign(
-            [self._tp(p, self._next.get(p, OFFSET_INVALID)) for p in self._assigned]
-        )
-        paused = [self._tp(p) for p in self._assigned if p in self._paused]
+        """Assign every partition that has a position, at it. One without waits for its
+        `seek`: assigned at no offset, librdkafka would fetch the group's committed offset
+        itself and report a coordinator still loading (``Not coordinator``) as an error of the
+        next poll, although the reader seeks every partition it assigns."""
+        placed = [p for p in self._assigned if p in self._next]
+        self._consumer.assign([self._tp(p, self._next[p]) for p in placed])
+        paused = [self._tp(p) for p in placed if p in self._paused]
         if paused:
             self._consumer.pause(paused)
 
@@ -372,13 +373,15 @@ class ConfluentConsumer:
 
     def pause(self, partitions: Sequence[int]) -> None:
         self._paused.update(partitions)
-        if partitions:
-            self._consumer.pause([self._tp(p) for p in partitions])
+        placed = [self._tp(p) for p in partitions if p in self._next]  # the rest: at assignment
+        if placed:
+            self._consumer.pause(placed)
 
     def resume(self, partitions: Sequence[int]) -> None:
         self._paused.difference_update(partitions)
-        if partitions:
-            self._consumer.resume([self._tp(p) for p in partitions])
+        placed = [self._tp(p) for p in partitions if p in self._next]
+        if placed:
+            self._consumer.resume(placed)
 
     def close(self) -> None:
         self._consumer.close()

@@ -87,7 +87,7 @@ _END_POLL_MS = 200  # not live: one poll while reading up to the end offsets
 _STALL_S = 60.0  # not live: no record for this long although the end is not reached: error
 _REFRESH_S = 5.0  # live: how often to look for partitions added to the topic
 _CALL_MS = 2000  # live: the longest a call to the broker (positions, end offsets) may block
-_RETRY_S = 30.0  # not live: how long a retriable failure to read committed offsets is retried
+_RETRY_S = 30.0  # not live: how long a retriable failure (committed offsets, a poll) is retried
 _Polled = Messages
 
 
@@ -389,12 +389,17 @@ class KafkaReader(SourceReader):
     def _poll(self, timeout_ms: int, left: int | None = None) -> _Polled:
         """A poll of at most the read limit and `left` messages: a poll returns early only
         once it has as many as it may return (confluent-kafka), so asking no more than are
-        left before the end spares the wait for messages that will not come."""
-        try:
-            most = self.batch_rows if self._read_limit is None else max(1, self._read_limit)
-            polled = self._consumer.poll(
+        left before the end spares the wait for messages that will not come. Not live, a
+        retriable failure is retried for up to `_RETRY_S` first (as `_committed`)."""
+        most = self.batch_rows if self._read_limit is None else max(1, self._read_limit)
+
+        def poll() -> _Polled:
+            return self._consumer.poll(
                 timeout_ms, max(1, min(most, left or most)), prompt=self.live
             )
+
+        try:
+            polled = poll() if self.live else retrying(poll, _RETRY_S)
         except KafkaCallError as e:
             raise self._failure(e, f"cannot read Kafka topic {self.topic!r}") from None
         if not self.live:

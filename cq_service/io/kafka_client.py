@@ -233,7 +233,9 @@ class ConsumerConfig:
 class ConsumerClient(Protocol):
     """A consumer of one topic's partitions (named by number), assigned by hand. Positions are
     the next offset to read, just after the last message `poll` returned. Calls to the brokers
-    take `timeout_ms` (None: as long as it takes) and raise `KafkaCallError`."""
+    take `timeout_ms` (None: as long as it takes) and raise `KafkaCallError`. The reader
+    seeks every partition it assigns before it polls; where one not sought would start is
+    the client's own."""
 
     def partitions(self, timeout_ms: int | None) -> list[int]: ...  # TopicMissing if none
     def assign(self, partitions: Sequence[int]) -> None: ...  # the whole assignment

@@ -20,14 +20,16 @@ import pyarrow as pa
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewPartitions, NewTopic
-from kafka.structs import TopicPartition
+from kafka.structs import OffsetAndMetadata, TopicPartition
 
 import cq_service.io.kafka as kafka_io
 from cq_service.engine.operators.source import SourceOperator
 from cq_service.engine.queues import Heartbeat, Queue
 from cq_service.io import SinkError, open_sink, open_source
 from cq_service.io.base import RawChunk
+from cq_service.io.confluent_client import ConfluentConsumer
 from cq_service.io.kafka import API_VERSION, KafkaReader
+from cq_service.io.kafka_client import ConsumerConfig
 from cq_service.spec.model import FieldSpec, SinkSpec, SourceSpec, StreamSpec
 from cq_service.types import DataType
 
@@ -496,6 +498,38 @@ def test_positions_seek_commit_and_committed(kafka_bootstrap, new_topic):
     with open_source(latest, "ms") as reader:
         assert reader.positions() == {0: 4, 1: 4}
         assert read_all(reader) == []
+
+
+def test_librdkafka_never_fetches_the_group_offsets_itself(kafka_bootstrap, new_topic):
+    """A partition assigned but not sought is not read: librdkafka, left to start it at the
+    group's committed offset, fetched that itself and made a coordinator still loading (``Not
+    coordinator``) an error of the next poll, which failed `cq run` (CI, 2026-11-29)."""
+    topic = new_topic(1)
+    group = f"g-{topic}"
+    produce(kafka_bootstrap, topic, values(4))
+    committer = KafkaConsumer(
+        bootstrap_servers=kafka_bootstrap, api_version=API_VERSION, group_id=group
+    )
+    try:
+        committer.commit({TopicPartition(topic, 0): OffsetAndMetadata(2, "", -1)})
+    finally:
+        committer.close()
+    consumer = ConfluentConsumer(
+        ConsumerConfig([kafka_bootstrap], topic, group, "earliest", 100, 5000)
+    )
+    try:
+        consumer.assign([0])
+        assert len(consumer.poll(2000, 100)) == 0  # not from the committed offset 2
+        assert consumer.position(0, None) is None
+        consumer.seek(0, 1)
+        got: list[int] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 3:
+            assert time.monotonic() < deadline, "the sought partition was not read in 30 s"
+            got.extend(int(o) for o in consumer.poll(500, 100).offset)
+        assert got == [1, 2, 3]
+    finally:
+        consumer.close()
 
 
 def test_pause_and_resume(kafka_bootstrap, new_topic):
