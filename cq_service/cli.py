@@ -69,17 +69,12 @@ def explain(
     ),
 ) -> None:
     """Print the physical plan: operators, windows, queues, synopses, sharing."""
-    from cq_service.compiler import load_and_compile
+    from cq_service.compiler import load_and_compile, run_plan
     from cq_service.plan.explain import explain as render
-    from cq_service.plan.panes import fuse_panes
-    from cq_service.plan.shared_joins import share_window_joins
 
     try:
         compiled = load_and_compile(file)
-        # the plan `cq run` runs: aggregates over sliding windows fused into paned ones, joins
-        # that differ only in their windows shared
-        plan = share_window_joins(fuse_panes(compiled.plan), compiled.spec.resources.shared_join)
-        typer.echo(render(plan, policy or compiled.spec.resources.scheduler))
+        typer.echo(render(run_plan(compiled), policy or compiled.spec.resources.scheduler))
         if costs:
             from cq_service.explain_costs import measure_costs, render_costs
 

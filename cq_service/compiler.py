@@ -19,13 +19,15 @@ from cq_service.cql.parser import parse_query
 from cq_service.errors import CQError, CQLError, Span, SpecError
 from cq_service.plan.columns import prune_source_columns
 from cq_service.plan.knobs import adjustable_windows
+from cq_service.plan.panes import fuse_panes
 from cq_service.plan.physical import PhysicalNode, PhysicalPlan
 from cq_service.plan.planner import plan_queries
+from cq_service.plan.shared_joins import share_window_joins
 from cq_service.spec import load_pipeline
 from cq_service.spec.exceptions import SpecErrors
 from cq_service.spec.model import PipelineSpec, QuerySpec
 
-__all__ = ["CompiledPipeline", "compile_pipeline", "load_and_compile", "subset"]
+__all__ = ["CompiledPipeline", "compile_pipeline", "load_and_compile", "run_plan", "subset"]
 
 
 @dataclass
@@ -33,6 +35,13 @@ class CompiledPipeline:
     spec: PipelineSpec
     queries: list[BoundQuery]
     plan: PhysicalPlan
+
+
+def run_plan(compiled: CompiledPipeline) -> PhysicalPlan:
+    """The plan `cq run` runs: aggregates over sliding windows fused into paned ones
+    (plan/panes.py), then joins that differ only in their windows shared (plan/shared_joins.py,
+    per `resources.shared_join`)."""
+    return share_window_joins(fuse_panes(compiled.plan), compiled.spec.resources.shared_join)
 
 
 def load_and_compile(path: str | Path) -> CompiledPipeline:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from cq_service.compiler import CompiledPipeline
+from cq_service.compiler import CompiledPipeline, run_plan
 from cq_service.cql.logical import Source
 from cq_service.engine.adjust import Adjustment
 from cq_service.engine.build import SourceOptions, build_executor
@@ -18,8 +18,6 @@ from cq_service.engine.scheduler import policy as make_policy
 from cq_service.io import open_sink, open_source
 from cq_service.io.base import DeadRecord, LateElement, Sink, SourceReader
 from cq_service.io.dead_letter import DeadLetterSink
-from cq_service.plan.panes import fuse_panes
-from cq_service.plan.shared_joins import share_window_joins
 from cq_service.spec.model import TIME_UNITS, PipelineSpec
 
 __all__ = ["DeadLetterRouter", "RunReport", "run_pipeline", "scheduler_of"]
@@ -96,8 +94,8 @@ def run_pipeline(
     the thread's CPU time, not wall time (the cost model's benchmarks on a shared machine).
     `open_reader` opens each source (`open_source`'s signature; `cq bench kafka`'s latency phase
     opens live Kafka readers that end after a given number of messages).
-    `panes`: run aggregates over sliding windows as paned operators (plan/panes.py); meters
-    that map operators to `compiled.plan`'s nodes turn it off."""
+    `panes`: run `run_plan(compiled)` (paned aggregates, shared joins); meters that map
+    operators to `compiled.plan`'s nodes turn it off and run that plan as it is."""
     spec = compiled.spec
     if policy is None:
         policy, latency_bound = scheduler_of(spec)
@@ -120,9 +118,7 @@ def run_pipeline(
         writers = {q: _ObservedSink(q, w, observer) for q, w in writers.items()}
     dead_sink = DeadLetterSink(spec.dead_letter)
     executor = build_executor(
-        share_window_joins(
-            fuse_panes(compiled.plan) if panes else compiled.plan, spec.resources.shared_join
-        ) if panes else compiled.plan,
+        run_plan(compiled) if panes else compiled.plan,
         readers=readers,
         writers=writers,
         options=options,

@@ -24,21 +24,13 @@ from cq_service.bench.paced import Arrivals, run_shape
 from cq_service.bench.shared_joins.pipeline import pipeline_yaml, query_name
 from cq_service.bench.shared_joins.report import mean_of_averages
 from cq_service.bench.shared_joins.workload import Workload, generate
-from cq_service.compiler import CompiledPipeline
-from cq_service.plan.panes import fuse_panes
-from cq_service.plan.physical import PhysicalPlan
-from cq_service.plan.shared_joins import share_window_joins
+from cq_service.compiler import run_plan
 
 __all__ = ["POLICIES", "bursts", "by_window", "run_one"]
 
 POLICIES = ("mqt", "swf", "lwo", "off")
 POLL_S = 0.02  # a source is read once its oldest tuple has waited this long (bench/paced.py)
 HEARTBEAT_S = 0.04  # a quiet stream's heartbeat, this often
-
-
-def _plan(compiled: CompiledPipeline) -> PhysicalPlan:
-    """The plan `cq run` runs."""
-    return share_window_joins(fuse_panes(compiled.plan), compiled.spec.resources.shared_join)
 
 
 def arrivals(w: Workload, speedup: float) -> dict[str, Arrivals]:
@@ -65,7 +57,7 @@ def run_one(
     path = folder / f"{policy}.yaml"
     path.write_text(pipeline_yaml(w.windows, w.window_units, policy, sink="blackhole",
                                   time_unit=w.scale.time_unit))
-    run = run_shape(path, arrivals(w, speedup), executor, plan=_plan, poll_s=poll_s,
+    run = run_shape(path, arrivals(w, speedup), executor, plan=run_plan, poll_s=poll_s,
                     heartbeat_s=heartbeat_s)
     windows = {}
     for seconds in w.windows:

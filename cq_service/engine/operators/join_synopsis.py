@@ -330,21 +330,16 @@ class JoinSide:
             idx = positions + start
             pidx = pa.array(idx)
             return [c.take(pidx) for c in r.columns], r.w[idx]
-        order = np.argsort(positions, kind="stable")
-        sp = positions[order]
-        bases = np.array([b for _, _, b in runs])
-        cuts = np.searchsorted(sp, bases[1:], side="left")
-        bounds = [0, *cuts.tolist(), len(sp)]
+        order, parts = self._by_run(positions)
         cols: list[list[pa.Array]] = [[] for _ in runs[0][0].columns]
         ws = []
-        for (r, start, base), a, b in zip(runs, bounds[:-1], bounds[1:]):
-            if a == b:
-                continue
-            idx = sp[a:b] - base + start
+        for r, idx, _ in parts:
             pidx = pa.array(idx)
             for out, c in zip(cols, r.columns):
                 out.append(c.take(pidx))
             ws.append(r.w[idx])
+        if order is None:
+            return [pa.concat_arrays(c) for c in cols], np.concatenate(ws)
         back = np.argsort(order, kind="stable")  # from sorted positions back to the asked order
         pback = pa.array(back)
         return [pa.concat_arrays(c).take(pback) for c in cols], np.concatenate(ws)[back]
@@ -460,12 +455,14 @@ class JoinSide:
 
     def _by_run(
         self, positions: np.ndarray
-    ) -> tuple[np.ndarray, list[tuple[Run, np.ndarray, slice]]]:
-        """The order that sorts `positions`, and for each run holding some of them: the run,
-        their offsets in it, and where they are among the sorted positions."""
+    ) -> tuple[np.ndarray | None, list[tuple[Run, np.ndarray, slice]]]:
+        """The order that sorts `positions` (None: they are sorted), and for each run holding
+        some of them: the run, their offsets in it, and where they are among the sorted
+        positions."""
         runs = self._live_runs()
-        order = np.argsort(positions, kind="stable")
-        sp = positions[order]
+        ascending = bool((positions[1:] >= positions[:-1]).all())
+        order = None if ascending else np.argsort(positions, kind="stable")
+        sp = positions if order is None else positions[order]
         bases = np.array([b for _, _, b in runs])
         cuts = np.searchsorted(sp, bases[1:], side="left")
         bounds = [0, *cuts.tolist(), len(sp)]
@@ -480,7 +477,8 @@ class JoinSide:
         """Set the weights of the rows at `positions`, then compact the runs that hold dead
         rows where that is cheap (COMPACT_ROWS, COMPACT_RATIO)."""
         order, parts = self._by_run(positions)
-        new = new[order]
+        if order is not None:
+            new = new[order]
         for r, idx, at in parts:
             self._nonunit += r.reweight(idx, new[at])
         compact = [

@@ -47,22 +47,38 @@ POLICIES = tuple(p for p in SHARED_JOIN_POLICIES if p != "off")
 
 class RoutedBatch(Batch):
     """A shared join's output: `route[k]` is the bit mask of the routes element k belongs to,
-    `route_ticks[i]` route i's instants beyond the batch's own `ticks`."""
+    `route_ticks[i]` route i's instants beyond the batch's own `ticks`; `only`: every element
+    is that route's alone (a unit's output under SWF and MQT)."""
 
-    __slots__ = ("complete", "route", "route_ticks")
+    __slots__ = ("complete", "only", "route", "route_ticks")
 
-    def __init__(self, batch: Batch, route: np.ndarray, route_ticks: tuple[np.ndarray, ...]):
+    def __init__(
+        self,
+        batch: Batch,
+        route: np.ndarray,
+        route_ticks: tuple[np.ndarray, ...],
+        only: int | None = None,
+    ):
         super().__init__(batch.columns, batch.ts, batch.w, batch.ticks)
         self.route = route
         self.route_ticks = route_ticks
+        self.only = only
         # (route, instant): that route's elements up to the instant are all out (SWF, MQT)
         self.complete: tuple[int, int] | None = None
 
     def for_route(self, i: int) -> Batch:
         """Route i's elements and ticks, as a plain batch."""
-        keep = (self.route >> np.int64(i)) & 1
-        out = Batch(self.columns, self.ts, self.w) if keep.all() else self.filter(keep > 0)
-        return out.with_ticks(merge_ticks(self.ticks, self.route_ticks[i]))
+        ticks = merge_ticks(self.ticks, self.route_ticks[i])
+        if self.only is not None:
+            rows = len(self) if self.only == i else 0
+        else:
+            keep = ((self.route >> np.int64(i)) & 1) > 0
+            rows = int(np.count_nonzero(keep))
+        if rows == len(self):
+            return Batch(self.columns, self.ts, self.w, ticks)
+        if rows == 0:
+            return Batch(tuple(c.slice(0, 0) for c in self.columns), self.ts[:0], self.w[:0], ticks)
+        return self.take(np.flatnonzero(keep)).with_ticks(ticks)
 
 
 class _Store:
@@ -168,6 +184,26 @@ class _Job:
     unit: int = 0
     parts: list[tuple] = field(default_factory=list)
     whole: bool = False  # all units in one go (LWO; a release without tuples, see on_heartbeat)
+    held_rows: int = 0  # the pairs in `parts`, and their bytes (as `state_size` counts them)
+    held_bytes: int = 0
+
+    def add(self, part: tuple) -> None:
+        self.parts.append(part)
+        self.held_rows += len(part[2])
+        self.held_bytes += _part_bytes(part)
+
+    def drop_done(self, unit: int) -> None:
+        """Drop the parts none of whose pairs belongs to a route after `unit` (each later
+        unit would only scan them)."""
+        later = ~((np.int64(1) << np.int64(unit + 1)) - 1)
+        kept = []
+        for part in self.parts:
+            if (part[4] & later).any():
+                kept.append(part)
+            else:
+                self.held_rows -= len(part[2])
+                self.held_bytes -= _part_bytes(part)
+        self.parts = kept
 
 
 class SharedJoin(MultiInputOperator):
@@ -209,9 +245,8 @@ class SharedJoin(MultiInputOperator):
         a, b = self._stores
         rows, nbytes = len(a.ts) + len(b.ts), a.nbytes() + b.nbytes()
         for job in self._jobs:
-            for left, right, ts, _, _ in job.parts:
-                rows += len(ts)
-                nbytes += sum(c.nbytes for c in (*left, *right)) + 3 * ts.nbytes
+            rows += job.held_rows
+            nbytes += job.held_bytes
         return rows, nbytes
 
     # -- executor-facing: SWF and MQT keep work between runs ------------------------------------
@@ -330,6 +365,8 @@ class SharedJoin(MultiInputOperator):
             a.after, a.upto = b.after, b.upto
             a.ticks = merge_ticks(a.ticks, b.ticks)
             a.parts.extend(b.parts)
+            a.held_rows += b.held_rows
+            a.held_bytes += b.held_bytes
 
     def _run_unit(self, job: _Job) -> int:
         """Run `job`'s next unit (LWO: all of it); returns the work done (pairs, at least 1)."""
@@ -357,6 +394,7 @@ class SharedJoin(MultiInputOperator):
         if job.unit == last:
             self._finish(job)
         else:
+            job.drop_done(k)
             job.unit += 1
             self._merge_waiting(self._jobs.index(job))
         self.stamp = stamp
@@ -409,7 +447,7 @@ class SharedJoin(MultiInputOperator):
         cols = take_columns(b.columns, q)
         other_cols, _ = other.rows.take(j)
         left, right = (cols, other_cols) if port == 0 else (other_cols, cols)
-        job.parts.append((left, right, t, np.ones(len(q), np.int64), route))
+        job.add((left, right, t, np.ones(len(q), np.int64), route))
 
     def _retract(self, job: _Job, i: int, parts: list) -> np.ndarray:
         """Route i's pairs whose earlier exit falls in the job's span; returns the exits of
@@ -454,7 +492,7 @@ class SharedJoin(MultiInputOperator):
     ) -> RoutedBatch:
         """One batch of `parts` in timestamp order; `only`: every element is route only's."""
         if not parts:
-            return RoutedBatch(self.empty(ticks), np.empty(0, np.int64), route_ticks)
+            return RoutedBatch(self.empty(ticks), np.empty(0, np.int64), route_ticks, only)
         width = (len(parts[0][0]), len(parts[0][1]))
         cols = [pa.concat_arrays([p[0][k] for p in parts]) for k in range(width[0])] + [
             pa.concat_arrays([p[1][k] for p in parts]) for k in range(width[1])
@@ -469,7 +507,7 @@ class SharedJoin(MultiInputOperator):
         if len(ts) > 1 and not bool((ts[1:] >= ts[:-1]).all()):
             order = np.argsort(ts, kind="stable")
             batch, route = batch.take(order), route[order]
-        return RoutedBatch(batch.with_ticks(ticks), route, route_ticks)
+        return RoutedBatch(batch.with_ticks(ticks), route, route_ticks, only)
 
     def emit(self, batch: Batch) -> None:
         if isinstance(batch, RoutedBatch) and not len(batch) and not len(batch.ticks):
@@ -477,6 +515,11 @@ class SharedJoin(MultiInputOperator):
                 self.output.push(batch, self.stamp)  # a route's own instants or completion
             return
         super().emit(batch)
+
+
+def _part_bytes(part: tuple) -> int:
+    left, right, ts, _, _ = part
+    return sum(c.nbytes for c in (*left, *right)) + 3 * ts.nbytes
 
 
 def _route_rows(parts: list[tuple], k: int) -> list[tuple]:
