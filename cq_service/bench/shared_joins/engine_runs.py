@@ -51,7 +51,8 @@ def run_one(
     poll_s: float = POLL_S, heartbeat_s: float = HEARTBEAT_S,
 ) -> dict:
     """One policy on one workload: {"windows": {seconds: {"avg", "max", "results"}},
-    "peak_state_bytes", "seconds"} (times in seconds)."""
+    "peak_state_bytes", "peak_queue_bytes", "seconds", "busy"} (times in seconds; busy: the
+    share of the run the engine spent working rather than waiting for arrivals)."""
     folder.mkdir(parents=True, exist_ok=True)
     w.write_csv(folder)
     path = folder / f"{policy}.yaml"
@@ -64,7 +65,7 @@ def run_one(
         lat = run.latencies[query_name(seconds)]
         windows[seconds] = {"avg": lat.mean, "max": lat.max, "results": lat.count}
     return {"windows": windows, "peak_state_bytes": run.peak_state_bytes,
-            "peak_queue_bytes": run.peak_bytes, "seconds": run.seconds}
+            "peak_queue_bytes": run.peak_bytes, "seconds": run.seconds, "busy": run.utilisation}
 
 
 def by_window(
@@ -78,8 +79,10 @@ def by_window(
         say(f"{dist}: {w.describe()}; played {speedup:g}x real time")
         for p in policies:
             out[p][dist] = run_one(w, p, folder / dist, speedup)
-            say(f"  {p:4}: average response {mean_of_averages(out[p][dist]['windows']) * 1e3:8.2f} "
-                f"ms, state peak {out[p][dist]['peak_state_bytes'] / 2**20:6.1f} MiB")
+            r = out[p][dist]
+            say(f"  {p:4}: average response {mean_of_averages(r['windows']) * 1e3:8.2f} ms, "
+                f"state peak {r['peak_state_bytes'] / 2**20:6.1f} MiB, engine busy "
+                f"{r['busy']:4.0%}")
     return out
 
 

@@ -192,19 +192,6 @@ class _Job:
         self.held_rows += len(part[2])
         self.held_bytes += _part_bytes(part)
 
-    def drop_done(self, unit: int) -> None:
-        """Drop the parts none of whose pairs belongs to a route after `unit` (each later
-        unit would only scan them)."""
-        later = ~((np.int64(1) << np.int64(unit + 1)) - 1)
-        kept = []
-        for part in self.parts:
-            if (part[4] & later).any():
-                kept.append(part)
-            else:
-                self.held_rows -= len(part[2])
-                self.held_bytes -= _part_bytes(part)
-        self.parts = kept
-
 
 class SharedJoin(MultiInputOperator):
     """See the module docstring. `policy` orders the work (docs/scheduling.md, "Shared window
@@ -394,7 +381,6 @@ class SharedJoin(MultiInputOperator):
         if job.unit == last:
             self._finish(job)
         else:
-            job.drop_done(k)
             job.unit += 1
             self._merge_waiting(self._jobs.index(job))
         self.stamp = stamp

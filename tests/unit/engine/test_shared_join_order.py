@@ -124,3 +124,36 @@ def test_releases_of_time_alone_retract_for_every_route_at_once(policy: str) -> 
     assert seen == lwo
     assert all(any(e[0] == "row" and e[2] < 0 for e in route) for route in lwo)  # retractions
     assert done[-3:] == [(-1, 20), (-1, 104), (-1, 300)]  # whole releases: no per-route sends
+
+
+@pytest.mark.parametrize("policy", ["swf", "mqt"])
+def test_the_state_counts_the_results_held_between_units(policy: str) -> None:
+    """`state_size` (sampled after every step) keeps a running count of the pairs a release
+    holds until their route's unit: it equals a count of them after every unit, through
+    releases that merge."""
+    ins, _, op = _join(policy)
+
+    def held() -> tuple[int, int]:
+        rows = sum(len(s.ts) for s in op._stores)
+        nbytes = sum(s.nbytes() for s in op._stores)
+        for job in op._jobs:
+            for left, right, ts, _, _ in job.parts:
+                rows += len(ts)
+                nbytes += sum(c.nbytes for c in (*left, *right)) + 3 * ts.nbytes
+        return rows, nbytes
+
+    checked = 0
+    for upto in (2, 3, 4):
+        for q in ins:
+            q.push(make_batch([INT], [(upto - 1, (7,)), (upto, (7,))]))
+            q.push(Heartbeat(upto))
+        op.run(1)
+        if op._jobs:
+            op._run_unit(op._next_job())
+        assert op.state_size() == held()
+        checked += any(job.parts for job in op._jobs)
+    while op.runnable():
+        op.run(1)
+        assert op.state_size() == held()
+    assert checked  # results were held between units
+    assert not op._jobs
