@@ -229,6 +229,11 @@ def test_metrics_of_queues_latency_and_schedulers(make_worker) -> None:
     worker.set_scheduler(NAME, "chain_bounded", 250)
     text = render_metrics(w.metrics_snapshot(worker)).decode()
     assert re.search(rf'cq_pipeline_latency_bound_seconds{{pipeline="{NAME}"}} 0\.25\b', text)
+    assert f'cq_pipeline_scheduler_share{{pipeline="{NAME}"}}' not in text
+    worker.set_scheduler(NAME, "chain_share", None, 0.3)
+    text = render_metrics(w.metrics_snapshot(worker)).decode()
+    assert re.search(rf'cq_pipeline_scheduler_share{{pipeline="{NAME}"}} 0\.3\b', text)
+    assert f'cq_pipeline_latency_bound_seconds{{pipeline="{NAME}"}}' not in text
 
 
 def test_the_configured_policy_is_checked() -> None:
