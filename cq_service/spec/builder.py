@@ -319,8 +319,14 @@ class SpecBuilder:
                 self.doc.span((*path, "latency_bound"), key=True),
             )
             return ResourcesSpec(span=span)
-        if not bounded:  # a share (chain_share's) the schema has checked is from 0 to 1
-            share = float(raw["share"]) if shared else None
+        share = float(raw["share"]) if shared else None
+        if share is not None and not 0 <= share <= 1:  # NaN: the schema's range lets it by
+            self._error(
+                f"share of resources must be a number from 0 to 1, got {raw['share']}",
+                self.doc.span((*path, "share")),
+            )
+            return ResourcesSpec(span=span)
+        if not bounded:
             return ResourcesSpec(scheduler=scheduler, share=share, span=span)
         bound = self._latency_bound(raw["latency_bound"], (*path, "latency_bound"))
         if bound is None:

@@ -217,6 +217,18 @@ def test_the_section_may_come_first(load):
             "5:10: share of resources must be >= 0, got -0.1",
         ),
         (
+            "resources:\n  scheduler: chain_share\n  share: .nan\n",
+            "5:10: share of resources must be a number from 0 to 1, got nan",
+        ),
+        (
+            "resources:\n  scheduler: chain_share\n  share: .inf\n",
+            "5:10: share of resources must be <= 1, got .inf",
+        ),
+        (
+            "resources:\n  scheduler: chain_share\n  share: true\n",
+            "5:10: share of resources must be a number, got true",
+        ),
+        (
             "resources:\n  scheduler: chain_share\n  share: lots\n",
             "5:10: share of resources must be a number, got 'lots'",
         ),
