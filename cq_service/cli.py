@@ -98,6 +98,9 @@ def run(
     latency_bound: float | None = typer.Option(
         None, help="chain_bounded's bound on waiting time, in milliseconds"
     ),
+    share: float | None = typer.Option(
+        None, help="chain_share's share of FIFO steps, from 0 (chain) to 1 (fifo)"
+    ),
     batch_rows: int = typer.Option(65_536, help="rows per source read and per operator step"),
     adjustments: Path | None = typer.Option(
         None,
@@ -124,7 +127,10 @@ def run(
     try:
         bound = None if latency_bound is None else latency_bound / 1000
         if policy is not None:
-            make_policy(policy, bound)  # an unknown name or a missing bound: exit 2 below
+            # an unknown name, a missing bound or share, one out of range: exit 2 below
+            make_policy(policy, bound, share)
+        elif bound is not None or share is not None:
+            raise ValueError("--latency-bound and --share go with --policy")
         log = read_log(adjustments) if adjustments is not None else []
     except (OSError, ValueError, AdjustmentError) as e:
         typer.echo(f"error: {e}", err=True)
@@ -138,7 +144,12 @@ def run(
         raise typer.Exit(2)
     try:
         report = run_pipeline(
-            compiled, policy=policy, latency_bound=bound, batch_rows=batch_rows, adjustments=log
+            compiled,
+            policy=policy,
+            latency_bound=bound,
+            share=share,
+            batch_rows=batch_rows,
+            adjustments=log,
         )
     except AdjustmentError as e:
         typer.echo(f"error: {e.render()}", err=True)

@@ -98,7 +98,7 @@ def run_pipeline(
     operators to `compiled.plan`'s nodes turn it off and run that plan as it is."""
     spec = compiled.spec
     if policy is None:
-        policy, latency_bound = scheduler_of(spec)
+        policy, latency_bound, share = scheduler_of(spec)
     inputs = {**spec.streams, **spec.relations}
     readers = {}
     options = {}
@@ -149,8 +149,10 @@ def run_pipeline(
     return report
 
 
-def scheduler_of(spec: PipelineSpec) -> tuple[str, float | None]:
-    """The pipeline's scheduling policy and its latency bound in seconds."""
+def scheduler_of(spec: PipelineSpec) -> tuple[str, float | None, float | None]:
+    """The pipeline's scheduling policy, its latency bound in seconds (chain_bounded) and its
+    share of FIFO steps (chain_share)."""
     res = spec.resources
     bound = res.latency_bound
-    return res.scheduler, None if bound is None else bound * TIME_UNITS[spec.time_unit] / 1e9
+    seconds = None if bound is None else bound * TIME_UNITS[spec.time_unit] / 1e9
+    return res.scheduler, seconds, res.share

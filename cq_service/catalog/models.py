@@ -183,8 +183,8 @@ class CheckpointRow(Base):
 
 
 class PipelineControl(Base):
-    """A deployment's run-time control: the scheduler (and chain_bounded's latency bound)
-    chosen through the API. NULL scheduler: the worker's configuration or the file decides."""
+    """A deployment's run-time control: the scheduler (and chain_bounded's latency bound or
+    chain_share's share of FIFO steps) chosen through the API. NULL scheduler: the worker's configuration or the file decides."""
 
     __tablename__ = "pipeline_controls"
     __table_args__ = (
@@ -192,12 +192,16 @@ class PipelineControl(Base):
             "latency_bound_ms IS NULL OR latency_bound_ms > 0",
             name="ck_pipeline_controls_latency_bound_ms",
         ),
+        CheckConstraint(
+            "share IS NULL OR (share >= 0 AND share <= 1)", name="ck_pipeline_controls_share"
+        ),
     )
 
     pipeline: Mapped[str] = mapped_column(Name, primary_key=True)
     scheduler: Mapped[str | None] = mapped_column(String(32), nullable=True)
     latency_bound_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    share: Mapped[float | None] = mapped_column(Float, nullable=True)  # added by 0006
 
 
 class ArchiveProgress(Base):

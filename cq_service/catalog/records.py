@@ -87,11 +87,13 @@ class DeploymentRecord:
 @dataclass(frozen=True)
 class PipelineControlRecord:
     """A deployment's run-time control: `scheduler` (None: the worker's configuration or the
-    pipeline file decides) and, for chain_bounded only, `latency_bound_ms`."""
+    pipeline file decides), for chain_bounded only `latency_bound_ms`, for chain_share only
+    `share` (of FIFO steps, 0 to 1)."""
 
     pipeline: str
     scheduler: str | None
     latency_bound_ms: float | None
+    share: float | None
     updated_at: datetime
 
 

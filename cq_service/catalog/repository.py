@@ -298,14 +298,19 @@ class Catalog(StoredPipelines, StoredRelations):
             return [_pipeline_control(r) for r in s.scalars(stmt)]
 
     def set_pipeline_control(
-        self, pipeline: str, *, scheduler: str | None, latency_bound_ms: float | None = None
+        self,
+        pipeline: str,
+        *,
+        scheduler: str | None,
+        latency_bound_ms: float | None = None,
+        share: float | None = None,
     ) -> PipelineControlRecord:
         """Replace `pipeline`'s control: its scheduler (None: the worker's configuration or the
-        pipeline file decides) and the latency bound in milliseconds, which chain_bounded needs
-        and no other scheduler takes."""
+        pipeline file decides), the latency bound in milliseconds, which chain_bounded needs
+        and no other scheduler takes, and the share of FIFO steps (0 to 1), chain_share's."""
         values = {
             "pipeline": pipeline,
-            **scheduler_control(scheduler, latency_bound_ms),
+            **scheduler_control(scheduler, latency_bound_ms, share),
             "updated_at": m.utcnow(),
         }
         with self._tx() as s:
@@ -659,7 +664,8 @@ def _deployment(d: m.Deployment) -> DeploymentRecord:
 
 def _pipeline_control(r: m.PipelineControl) -> PipelineControlRecord:
     bound = None if r.latency_bound_ms is None else float(r.latency_bound_ms)
-    return PipelineControlRecord(r.pipeline, r.scheduler, bound, _aware(r.updated_at))
+    share = None if r.share is None else float(r.share)
+    return PipelineControlRecord(r.pipeline, r.scheduler, bound, share, _aware(r.updated_at))
 
 
 def _adjustment(a: m.Adjustment) -> AdjustmentRecord:

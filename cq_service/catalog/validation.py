@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cq_service.catalog.exceptions import CatalogInputError
-from cq_service.spec.model import LATENCY_BOUNDED_SCHEDULER, SCHEDULERS
+from cq_service.spec.model import LATENCY_BOUNDED_SCHEDULER, SCHEDULERS, SHARE_SCHEDULER
 
 __all__ = [
     "check_choice",
@@ -68,8 +68,10 @@ def valid_qos(qos: Mapping[str, Sequence[float]]) -> dict[str, list[float]]:
     return out
 
 
-def scheduler_control(scheduler: str | None, bound_ms: float | None) -> dict[str, Any]:
-    """A pipeline control's scheduler and latency bound, checked together."""
+def scheduler_control(
+    scheduler: str | None, bound_ms: float | None, share: float | None = None
+) -> dict[str, Any]:
+    """A pipeline control's scheduler, latency bound and share, checked together."""
     if scheduler is not None and scheduler not in SCHEDULERS:
         raise CatalogInputError(f"unknown scheduler {scheduler!r} (known: {', '.join(SCHEDULERS)})")
     if bound_ms is not None:
@@ -92,9 +94,25 @@ def scheduler_control(scheduler: str | None, bound_ms: float | None) -> dict[str
         raise CatalogInputError(
             f"scheduler {LATENCY_BOUNDED_SCHEDULER} needs latency_bound_ms (milliseconds > 0)"
         )
+    if share is not None:
+        if (
+            isinstance(share, bool)
+            or not isinstance(share, int | float)
+            or not 0 <= share <= 1  # NaN fails too
+        ):
+            raise CatalogInputError(f"share must be a number from 0 to 1, not {share!r}")
+        if scheduler != SHARE_SCHEDULER:
+            chosen = "none (the configuration's or the file's)" if scheduler is None else scheduler
+            raise CatalogInputError(
+                f"share applies to scheduler {SHARE_SCHEDULER} only, "
+                f"but the scheduler is {chosen}"
+            )
+    elif scheduler == SHARE_SCHEDULER:
+        raise CatalogInputError(f"scheduler {SHARE_SCHEDULER} needs share (a number from 0 to 1)")
     return {
         "scheduler": scheduler,
         "latency_bound_ms": None if bound_ms is None else float(bound_ms),
+        "share": None if share is None else float(share),
     }
 
 

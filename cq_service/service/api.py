@@ -137,15 +137,17 @@ def make_app(worker: Worker) -> FastAPI:
     @app.put("/pipelines/{name}/control", dependencies=[Depends(authorized)],
              response_model=PipelineControl, responses=_CHANGE)
     async def put_pipeline_control(name: PipelineName, body: PipelineControlIn) -> dict[str, Any]:
-        """Replace a deployment's control: {"scheduler": NAME or null, "latency_bound_ms": MS}
-        (a field left out is null; null scheduler: the configuration's or the file's)."""
+        """Replace a deployment's control: {"scheduler": NAME or null, "latency_bound_ms": MS,
+        "share": F} (a field left out is null; null scheduler: the configuration's or the
+        file's)."""
         return await _change_pipeline_control(name, body.model_dump(), merge=False)
 
     @app.patch("/pipelines/{name}/control", dependencies=[Depends(authorized)],
                response_model=PipelineControl, responses=_CHANGE)
     async def patch_pipeline_control(name: PipelineName, body: PipelineControlIn) -> dict[str, Any]:
         """Change the fields given of a deployment's control (a scheduler other than
-        chain_bounded drops the stored latency bound)."""
+        chain_bounded drops the stored latency bound, one other than chain_share the stored
+        share)."""
         fields = body.model_dump(include=body.model_fields_set)
         return await _change_pipeline_control(name, fields, merge=True)
 

@@ -63,13 +63,21 @@ class _Out(BaseModel):
 
 class PipelineControlIn(_In):
     """A deployment's control. PUT: a field left out is null; PATCH: only the fields given
-    change (a scheduler other than chain_bounded drops the stored bound)."""
+    change (a scheduler other than chain_bounded drops the stored bound, one other than
+    chain_share the stored share)."""
 
     scheduler: Text | None = Field(
         None, description="a scheduler name (null: the configuration's or the file's)"
     )
     latency_bound_ms: float | None = Field(
         None, gt=0, allow_inf_nan=False, description="chain_bounded's bound, milliseconds"
+    )
+    share: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        allow_inf_nan=False,
+        description="chain_share's share of FIFO steps, 0 (chain) to 1 (fifo)",
     )
 
 
@@ -168,12 +176,14 @@ class _Rejected(_Out):
 class _ControlStored(_Out):
     scheduler: str | None
     latency_bound_ms: float | None
+    share: float | None
     updated_at: str | None
 
 
 class _SchedulerChoice(_Out):
     scheduler: str
     latency_bound_ms: float | None
+    share: float | None
     from_: str = Field(alias="from")
 
 

@@ -37,7 +37,8 @@ Every setting (docs/service.md lists them):
 
 A deployment's scheduler: its control (`PUT /pipelines/{name}/control`, kept in the catalog),
 else `policy` if set, else the pipeline file's `resources.scheduler`. `policy` cannot be
-chain_bounded, whose latency bound belongs to each pipeline (its file or its control).
+chain_bounded or chain_share, whose latency bound or share belongs to each pipeline (its file or
+its control).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ __all__ = ["DEFAULT_CATALOG", "ConfigError", "ServiceConfig", "load_config"]
 
 from cq_service.catalog.database import DEFAULT_SQLITE_PATH
 from cq_service.service.failpoints import FailpointError, check_failpoints
-from cq_service.spec.model import LATENCY_BOUNDED_SCHEDULER, SCHEDULERS
+from cq_service.spec.model import LATENCY_BOUNDED_SCHEDULER, SCHEDULERS, SHARE_SCHEDULER
 
 DEFAULT_CATALOG = f"sqlite:///{DEFAULT_SQLITE_PATH}"  # the catalog's own default
 
@@ -147,6 +148,11 @@ class ServiceConfig:
         if self.policy == LATENCY_BOUNDED_SCHEDULER:
             raise ConfigError(
                 f"setting policy: {LATENCY_BOUNDED_SCHEDULER} needs a latency bound per "
+                "pipeline: give it in the pipeline file (resources) or its control instead"
+            )
+        if self.policy == SHARE_SCHEDULER:
+            raise ConfigError(
+                f"setting policy: {SHARE_SCHEDULER} needs a share of FIFO steps per "
                 "pipeline: give it in the pipeline file (resources) or its control instead"
             )
 

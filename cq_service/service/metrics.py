@@ -301,7 +301,7 @@ def _latency(latency: dict[tuple[str, str], dict[str, float]]) -> Iterator[Any]:
 
 
 def _schedulers(schedulers: dict[str, dict[str, Any]]) -> Iterator[Any]:
-    """Each running deployment's scheduler (an info gauge, always 1) and latency bound."""
+    """Each running deployment's scheduler (an info gauge, always 1), latency bound and share."""
     info = GaugeMetricFamily(
         "cq_pipeline_scheduler",
         "The scheduler of a deployment, and where it was chosen (control, config, file)",
@@ -312,12 +312,20 @@ def _schedulers(schedulers: dict[str, dict[str, Any]]) -> Iterator[Any]:
         "The latency bound of a chain_bounded deployment",
         labels=["pipeline"],
     )
+    share = GaugeMetricFamily(
+        "cq_pipeline_scheduler_share",
+        "The share of steps a chain_share deployment gives the oldest waiting input",
+        labels=["pipeline"],
+    )
     for pipeline, s in schedulers.items():
         info.add_metric([pipeline, s["scheduler"], s["from"]], 1)
         if s["latency_bound_ms"] is not None:
             bound.add_metric([pipeline], s["latency_bound_ms"] / 1000)
+        if s.get("share") is not None:
+            share.add_metric([pipeline], s["share"])
     yield info
     yield bound
+    yield share
 
 
 def render_metrics(snapshot: dict[str, Any]) -> bytes:

@@ -25,21 +25,29 @@ log = logging.getLogger("cq.worker")
 
 @dataclass(frozen=True)
 class SchedulerChoice:
-    """A deployment's scheduler, its latency bound (seconds; chain_bounded only) and where the
-    choice came from: ``control`` (the catalog), ``config`` (the worker's `policy`) or ``file``."""
+    """A deployment's scheduler, its latency bound (seconds; chain_bounded only), where the
+    choice came from: ``control`` (the catalog), ``config`` (the worker's `policy`) or ``file``,
+    and its share of FIFO steps (chain_share only)."""
 
     name: str
     latency_bound: float | None
     origin: str
+    share: float | None = None
 
     def same_policy(self, policy: SchedulingPolicy) -> bool:
-        return (policy.name, getattr(policy, "bound", None)) == (self.name, self.latency_bound)
+        found = (policy.name, getattr(policy, "bound", None), getattr(policy, "share", None))
+        return found == (self.name, self.latency_bound, self.share)
+
+    def make(self) -> SchedulingPolicy:
+        """A fresh policy for this choice."""
+        return make_policy(self.name, self.latency_bound, self.share)
 
     def to_json(self) -> dict[str, Any]:
         bound = self.latency_bound
         return {
             "scheduler": self.name,
             "latency_bound_ms": None if bound is None else round(bound * 1000, 6),
+            "share": self.share,
             "from": self.origin,
         }
 
@@ -57,11 +65,11 @@ class Schedulers:
         if control is not None and control.scheduler is not None:
             ms = control.latency_bound_ms
             bound = None if ms is None else ms / 1000
-            return SchedulerChoice(control.scheduler, bound, "control")
+            return SchedulerChoice(control.scheduler, bound, "control", control.share)
         if self.rt.config.policy:
             return SchedulerChoice(self.rt.config.policy, None, "config")
-        name, bound = scheduler_of(spec)
-        return SchedulerChoice(name, bound, "file")
+        name, bound, share = scheduler_of(spec)
+        return SchedulerChoice(name, bound, "file", share)
 
     def apply(self, pipeline: str, spec: PipelineSpec) -> None:
         """Schedule the deployment by its current choice; its policy object (and what it has
@@ -69,7 +77,7 @@ class Schedulers:
         choice = self.choice(pipeline, spec)
         current = self.rt.scheduling.policies.get(pipeline)
         if current is None or not choice.same_policy(current):
-            self.rt.scheduling.set(pipeline, make_policy(choice.name, choice.latency_bound))
+            self.rt.scheduling.set(pipeline, choice.make())
         previous = self.choices.get(pipeline)
         self.choices[pipeline] = choice
         if previous is not None and previous != choice:
@@ -79,12 +87,16 @@ class Schedulers:
             log.info("%s: scheduler %s (%s)", pipeline, choice.name, choice.origin)
 
     def set(
-        self, pipeline: str, scheduler: str | None, latency_bound_ms: float | None
+        self,
+        pipeline: str,
+        scheduler: str | None,
+        latency_bound_ms: float | None,
+        share: float | None = None,
     ) -> PipelineControlRecord:
         """Store a deployment's scheduler control (None: back to the configuration's or the
         file's) and, if it runs, schedule it so from the next step on."""
         record = self.rt.catalog.set_pipeline_control(
-            pipeline, scheduler=scheduler, latency_bound_ms=latency_bound_ms
+            pipeline, scheduler=scheduler, latency_bound_ms=latency_bound_ms, share=share
         )
         spec = self.rt.pipelines.get(pipeline)
         if spec is not None:

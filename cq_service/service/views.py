@@ -20,7 +20,7 @@ from cq_service.engine.operators.range_window import RangeWindow
 from cq_service.plan.explain import explain
 from cq_service.service.reconciler import API, REJECTION_REASONS
 from cq_service.service.results import ResultTee
-from cq_service.spec.model import LATENCY_BOUNDED_SCHEDULER
+from cq_service.spec.model import LATENCY_BOUNDED_SCHEDULER, SHARE_SCHEDULER
 
 if TYPE_CHECKING:
     from cq_service.service.worker import Worker
@@ -81,7 +81,7 @@ def pipeline_control(worker: Worker, pipeline: str) -> dict[str, Any]:
     _check_known(worker, pipeline)
     control = worker.catalog.pipeline_control(pipeline)
     choice = worker.schedulers.get(pipeline)
-    empty = {"scheduler": None, "latency_bound_ms": None, "updated_at": None}
+    empty = {"scheduler": None, "latency_bound_ms": None, "share": None, "updated_at": None}
     return {
         "pipeline": pipeline,
         **(empty if control is None else _control_json(control)),
@@ -93,17 +93,21 @@ def set_pipeline_control(
     worker: Worker, pipeline: str, fields: dict[str, Any], *, merge: bool
 ) -> dict[str, Any]:
     """Change a deployment's control: `fields` replace it (`merge`: only the fields given,
-    and a scheduler other than chain_bounded drops the stored bound)."""
+    and a scheduler other than chain_bounded drops the stored bound, one other than chain_share
+    the stored share)."""
     _check_known(worker, pipeline)
     scheduler = fields.get("scheduler")
     bound = fields.get("latency_bound_ms")
+    share = fields.get("share")
     stored = worker.catalog.pipeline_control(pipeline) if merge else None
     if stored is not None:
         if "scheduler" not in fields:
             scheduler = stored.scheduler
         if "latency_bound_ms" not in fields and scheduler == LATENCY_BOUNDED_SCHEDULER:
             bound = stored.latency_bound_ms
-    worker.set_scheduler(pipeline, scheduler, bound)
+        if "share" not in fields and scheduler == SHARE_SCHEDULER:
+            share = stored.share
+    worker.set_scheduler(pipeline, scheduler, bound, share)
     return pipeline_control(worker, pipeline)
 
 
@@ -288,6 +292,7 @@ def _control_json(control: PipelineControlRecord) -> dict[str, Any]:
     return {
         "scheduler": control.scheduler,
         "latency_bound_ms": control.latency_bound_ms,
+        "share": control.share,
         "updated_at": control.updated_at.isoformat(),
     }
 

@@ -343,9 +343,13 @@ class Worker:
     # -- scheduling and adjustments (scheduling.py, adjusting.py) ---------------------------
 
     def set_scheduler(
-        self, pipeline: str, scheduler: str | None, latency_bound_ms: float | None
+        self,
+        pipeline: str,
+        scheduler: str | None,
+        latency_bound_ms: float | None,
+        share: float | None = None,
     ) -> PipelineControlRecord:
-        return self._schedulers.set(pipeline, scheduler, latency_bound_ms)
+        return self._schedulers.set(pipeline, scheduler, latency_bound_ms, share)
 
     def scheduler_choice(self, pipeline: str, spec: PipelineSpec) -> SchedulerChoice:
         return self._schedulers.choice(pipeline, spec)

@@ -1,7 +1,8 @@
 """Pass 3 of `loader`: a schema-valid document to a typed `PipelineSpec`, with the checks the
 schema cannot express (names unique across streams, relations and queries, case-insensitively;
 the timestamp column's type; source files that must exist; formats known from the extension;
-durations in whole time units; `resources.latency_bound` exactly with chain_bounded; QoS ranges
+durations in whole time units; `resources.latency_bound` exactly with chain_bounded and
+`resources.share` exactly with chain_share; QoS ranges
 and granularity ladders; sizes of memory budgets), every problem collected with its position.
 
 This module builds streams, relations, queries, QoS, resources and the archive, and checks the
@@ -24,6 +25,7 @@ from cq_service.spec.model import (
     DEFAULT_SCHEDULER,
     DEFAULT_SHARED_JOIN,
     LATENCY_BOUNDED_SCHEDULER,
+    SHARE_SCHEDULER,
     ArchiveSpec,
     FieldSpec,
     PipelineSpec,
@@ -282,9 +284,25 @@ class SpecBuilder:
         )
 
     def _scheduling(self, raw: Mapping[str, Any], path: Path) -> ResourcesSpec:
-        """The section's scheduler and latency bound (the defaults after an error)."""
+        """The section's scheduler, latency bound and share (the defaults after an error)."""
         span = self.doc.span(path, key=True)
         scheduler = raw.get("scheduler", DEFAULT_SCHEDULER)
+        shared = scheduler == SHARE_SCHEDULER
+        if shared and "share" not in raw:
+            self._error(
+                f"resources: scheduler {scheduler} needs a share of FIFO steps from 0 to 1, "
+                "e.g. share: 0.3",
+                self.doc.span((*path, "scheduler")),
+            )
+            return ResourcesSpec(span=span)
+        if not shared and "share" in raw:
+            chosen = scheduler if "scheduler" in raw else f"{scheduler} (the default)"
+            self._error(
+                f"share in resources only applies to scheduler {SHARE_SCHEDULER}, "
+                f"but the scheduler is {chosen}",
+                self.doc.span((*path, "share"), key=True),
+            )
+            return ResourcesSpec(span=span)
         bounded = scheduler == LATENCY_BOUNDED_SCHEDULER
         if bounded and "latency_bound" not in raw:
             self._error(
@@ -301,8 +319,15 @@ class SpecBuilder:
                 self.doc.span((*path, "latency_bound"), key=True),
             )
             return ResourcesSpec(span=span)
+        share = float(raw["share"]) if shared else None
+        if share is not None and not 0 <= share <= 1:  # NaN: the schema's range lets it by
+            self._error(
+                f"share of resources must be a number from 0 to 1, got {raw['share']}",
+                self.doc.span((*path, "share")),
+            )
+            return ResourcesSpec(span=span)
         if not bounded:
-            return ResourcesSpec(scheduler=scheduler, span=span)
+            return ResourcesSpec(scheduler=scheduler, share=share, span=span)
         bound = self._latency_bound(raw["latency_bound"], (*path, "latency_bound"))
         if bound is None:
             return ResourcesSpec(span=span)

@@ -8,6 +8,7 @@ Three passes, each reporting every problem it finds with its position:
    across streams, relations and queries (case-insensitively, as in CQL), the timestamp
    column's type, source files that must exist, formats known from the extension, durations in
    whole time units, a `resources.latency_bound` exactly when the scheduler is chain_bounded,
+   a `resources.share` exactly when it is chain_share,
    QoS ranges with min <= max and granularity ladders whose rungs divide each other, sizes of
    memory budgets.
 CQL text is not parsed here; each query keeps the file position of every character.

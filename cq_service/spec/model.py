@@ -21,6 +21,7 @@ __all__ = [
     "LATENCY_BOUNDED_SCHEDULER",
     "RUNNERS",
     "SCHEDULERS",
+    "SHARE_SCHEDULER",
     "TIME_UNITS",
     "ArchiveSpec",
     "FieldSpec",
@@ -47,10 +48,19 @@ TIME_UNITS: Mapping[str, int] = {
 
 # The scheduling policies a pipeline file may name in `resources.scheduler` (the one list: the
 # JSON Schema's enum must equal it, a unit test checks; the engine maps each name to a policy).
-SCHEDULERS: tuple[str, ...] = ("fifo", "round_robin", "greedy", "chain", "chain_bounded")
+SCHEDULERS: tuple[str, ...] = (
+    "fifo",
+    "round_robin",
+    "greedy",
+    "chain",
+    "chain_bounded",
+    "chain_share",
+)
 DEFAULT_SCHEDULER = "chain"
 # The scheduler that takes a `latency_bound` (and needs one).
 LATENCY_BOUNDED_SCHEDULER = "chain_bounded"
+# The scheduler that takes a `share` of FIFO steps, 0 to 1 (and needs one).
+SHARE_SCHEDULER = "chain_share"
 
 
 @dataclass(frozen=True)
@@ -183,10 +193,13 @@ class ResourcesSpec:
 
     `scheduler` is one of `SCHEDULERS`. `latency_bound` (in time_unit) is set exactly when the
     scheduler is ``chain_bounded``: Chain, but no element may wait longer than the bound.
+    `share` (0 to 1) is set exactly when the scheduler is ``chain_share``: the share of
+    scheduling steps given to the oldest waiting input (FIFO), the rest to Chain.
     `span` is where the section was written (line 1 when the file has none)."""
 
     scheduler: str = DEFAULT_SCHEDULER
     latency_bound: int | None = None
+    share: float | None = None
     memory_budget: int | None = None  # bytes the deployment's state and queues may take
     runner: str = DEFAULT_RUNNER  # what runs the queries: one of RUNNERS (docs/spark-runner.md)
     shared_join: str = DEFAULT_SHARED_JOIN  # one of SHARED_JOINS (docs/scheduling.md)
@@ -213,6 +226,13 @@ class ResourcesSpec:
             raise ValueError(
                 f"latency_bound only applies to scheduler {LATENCY_BOUNDED_SCHEDULER}, "
                 f"not {self.scheduler}"
+            )
+        shared = self.scheduler == SHARE_SCHEDULER
+        if shared and (self.share is None or not 0 <= self.share <= 1):
+            raise ValueError(f"scheduler {self.scheduler} needs a share from 0 to 1")
+        if not shared and self.share is not None:
+            raise ValueError(
+                f"share only applies to scheduler {SHARE_SCHEDULER}, not {self.scheduler}"
             )
 
 

@@ -140,6 +140,8 @@ def _value_message(error: ValidationError, what: str, got: str) -> str:
         return f"{what} must be >= {expected}, got {got}"
     if kind == "exclusiveMinimum":
         return f"{what} must be > {expected}, got {got}"
+    if kind == "maximum":
+        return f"{what} must be <= {expected}, got {got}"
     if kind in ("minLength", "maxLength"):
         if schema.get("minLength") == schema.get("maxLength") == 1:
             return f"{what} must be a single character, got {got}"

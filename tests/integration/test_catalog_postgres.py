@@ -7,6 +7,8 @@ from collections.abc import Iterator
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from sqlalchemy import inspect
+from sqlalchemy.exc import IntegrityError
 
 from cq_service.catalog import Catalog, CatalogError
 from cq_service.catalog.models import Base
@@ -40,6 +42,25 @@ def test_the_models_match_the_migrations(pg_catalog: Catalog):
     with pg_catalog.engine.connect() as connection:
         context = MigrationContext.configure(connection, opts={"compare_type": True})
         assert compare_metadata(context, Base.metadata) == []
+
+
+def test_0006_adds_the_share_with_its_check(pg_catalog: Catalog):
+    pg_catalog.upgrade("0005")
+    pg_catalog.upgrade("0006")
+    checks = inspect(pg_catalog.engine).get_check_constraints("pipeline_controls")
+    assert {c["name"] for c in checks} == {
+        "ck_pipeline_controls_latency_bound_ms",
+        "ck_pipeline_controls_share",
+    }
+    assert pg_catalog.set_pipeline_control("p", scheduler="chain_share", share=1).share == 1.0
+    with (
+        pytest.raises(IntegrityError, match="ck_pipeline_controls_share"),
+        pg_catalog.engine.begin() as c,
+    ):
+        c.exec_driver_sql("UPDATE pipeline_controls SET share = 1.5 WHERE pipeline = 'p'")
+    pg_catalog.downgrade("0005")
+    columns = {c["name"] for c in inspect(pg_catalog.engine).get_columns("pipeline_controls")}
+    assert "share" not in columns
 
 
 def test_an_unmigrated_database_says_how_to_migrate(pg_catalog: Catalog):

@@ -127,3 +127,46 @@ def test_run_refuses_a_spark_master_for_an_embedded_pipeline(folder: Path) -> No
     r = cq("run", "good.yaml", "--master", "spark://127.0.0.1:7077", cwd=folder)
     assert r.returncode == 2 and "runner: spark" in r.stderr
     assert not (folder / "out").exists()
+
+
+def _outputs(folder: Path) -> dict[str, str]:
+    return {p.name: p.read_text() for p in sorted((folder / "out").iterdir())}
+
+
+def test_chain_share_from_the_file_or_the_options_gives_fifo_s_results(folder: Path) -> None:
+    rows = "".join(f"{t},{(t * 7) % 11}\n" for t in range(1, 201))
+    (folder / "s.csv").write_text("ts,a\n" + rows)
+    (folder / "good.yaml").write_text(GOOD)
+    results = {}
+    for how, args in {
+        "fifo": ("--policy", "fifo"),
+        "options": ("--policy", "chain_share", "--share", "0.3"),
+    }.items():
+        r = cq("run", "good.yaml", "--batch-rows", "3", *args, cwd=folder)
+        assert r.returncode == 0, r.stderr
+        results[how] = _outputs(folder)
+    shared = GOOD.replace("name: good\n", "name: good\nresources: {scheduler: chain_share, share: 0.3}\n")
+    (folder / "shared.yaml").write_text(shared)
+    r = cq("run", "shared.yaml", "--batch-rows", "3", "--stats", cwd=folder)
+    assert r.returncode == 0, r.stderr
+    assert "scheduling steps (chain_share)" in r.stderr  # the file's scheduler ran
+    results["file"] = _outputs(folder)
+    assert results["fifo"]["total.jsonl"].count("\n") > 300
+    assert results["options"] == results["fifo"] == results["file"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--policy", "chain_share"), "chain_share needs a share of FIFO steps"),
+        (("--policy", "chain_share", "--share", "1.5"), "must be in [0, 1], not 1.5"),
+        (("--policy", "chain_share", "--share", "-0.1"), "must be in [0, 1], not -0.1"),
+        (("--policy", "fifo", "--share", "0.5"), "applies to chain_share only, not to fifo"),
+        (("--share", "0.5"), "--latency-bound and --share go with --policy"),
+    ],
+)
+def test_run_refuses_a_bad_share(folder: Path, args: tuple[str, ...], message: str) -> None:
+    (folder / "good.yaml").write_text(GOOD)
+    r = cq("run", "good.yaml", *args, cwd=folder)
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+    assert not (folder / "out").exists()

@@ -1,7 +1,7 @@
 """Scheduling policies, chosen by name (a pipeline's `resources.scheduler`).
 
-`POLICIES` are the names a pipeline file may give. `chain_share` (Chain with a share of FIFO
-steps) is chosen in code and in the benchmarks only, through `policy(..., share=)`.
+`POLICIES` are the names a pipeline file may give (`spec.model.SCHEDULERS`, in that order).
+`chain_bounded` takes a latency bound and `chain_share` a share of FIFO steps (`policy`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from cq_service.engine.scheduler.round_robin import RoundRobin
 
 __all__ = [
     "DEFAULT_POLICY",
-    "ENGINE_ONLY_POLICIES",
     "POLICIES",
     "ByOwner",
     "Chain",
@@ -34,10 +33,9 @@ POLICIES = {
     "greedy": Greedy,
     "chain": Chain,
     "chain_bounded": ChainBounded,
+    "chain_share": ChainShare,
 }
 DEFAULT_POLICY = "chain"
-# Not (yet) a pipeline file's choice: code and benchmarks name it.
-ENGINE_ONLY_POLICIES = {"chain_share": ChainShare}
 
 
 def policy(
@@ -45,9 +43,8 @@ def policy(
 ) -> SchedulingPolicy:
     """A fresh policy; `latency_bound` (seconds) is chain_bounded's bound, and only its;
     `share` (of FIFO steps, 0 to 1) is chain_share's, and only its."""
-    known = {**POLICIES, **ENGINE_ONLY_POLICIES}
-    if name not in known:
-        raise ValueError(f"unknown scheduling policy '{name}' (known: {', '.join(known)})")
+    if name not in POLICIES:
+        raise ValueError(f"unknown scheduling policy '{name}' (known: {', '.join(POLICIES)})")
     if name == "chain_share":
         if share is None or latency_bound is not None:
             raise ValueError("chain_share needs a share of FIFO steps and no latency bound")

@@ -152,9 +152,12 @@ def check_round_trip(catalog: Catalog) -> None:
         50.0,
     )
     assert bounded.updated_at.tzinfo is not None
+    shared = catalog.set_pipeline_control("web", scheduler="chain_share", share=0.25)
+    assert (shared.scheduler, shared.latency_bound_ms, shared.share) == ("chain_share", None, 0.25)
+    assert catalog.pipeline_control("web") == shared
     catalog.set_pipeline_control("aaa", scheduler="fifo")
     replaced = catalog.set_pipeline_control("web", scheduler=None)  # back to the file's
-    assert (replaced.scheduler, replaced.latency_bound_ms) == (None, None)
+    assert (replaced.scheduler, replaced.latency_bound_ms, replaced.share) == (None, None, None)
     assert catalog.pipeline_control("web") == replaced
     assert [(c.pipeline, c.scheduler) for c in catalog.pipeline_controls()] == [
         ("aaa", "fifo"),

@@ -45,6 +45,8 @@ def test_indexes_and_constraints_exist(catalog: Catalog):
 
 def test_a_step_down_and_an_unknown_revision(catalog: Catalog):
     catalog.downgrade("-1")
+    assert catalog.revision() == "0005"
+    catalog.downgrade("-1")
     assert catalog.revision() == "0004"
     catalog.downgrade("-1")
     assert catalog.revision() == "0003"
@@ -66,7 +68,11 @@ def test_0002_adds_pipeline_controls_and_keeps_the_data(make_catalog):
     catalog.upgrade("0002")
     assert tables(catalog) == TABLES - {"archive_progress", "query_handovers", "stored_pipelines"}
     assert catalog.query("p", "q").weight == 2.0
-    catalog.set_pipeline_control("p", scheduler="chain_bounded", latency_bound_ms=50)
+    with catalog.engine.begin() as c:  # the repository writes 0006's share column too
+        c.exec_driver_sql(
+            "INSERT INTO pipeline_controls (pipeline, scheduler, latency_bound_ms, updated_at)"
+            " VALUES ('p', 'chain_bounded', 50, '2025-01-01')"
+        )
     catalog.downgrade("0001")
     assert tables(catalog) == TABLES - {"pipeline_controls", "archive_progress", "query_handovers", "stored_pipelines"}
     assert catalog.query("p", "q").weight == 2.0  # only the new table went
@@ -86,6 +92,42 @@ def test_0003_adds_archive_progress_and_keeps_the_data(make_catalog):
     assert catalog.query("p", "q").weight == 2.0
     catalog.upgrade()
     assert catalog.archive_state("p", "S") is None
+
+
+def test_0006_adds_the_share_and_keeps_the_controls(make_catalog):
+    catalog = make_catalog(migrate=False)
+    catalog.upgrade("0005")
+    with catalog.engine.begin() as c:
+        c.exec_driver_sql(
+            "INSERT INTO pipeline_controls (pipeline, scheduler, latency_bound_ms, updated_at)"
+            " VALUES ('p', 'chain_bounded', 50, '2025-01-01')"
+        )
+    catalog.upgrade("0006")
+    kept = catalog.pipeline_control("p")
+    assert (kept.scheduler, kept.latency_bound_ms, kept.share) == ("chain_bounded", 50.0, None)
+    catalog.set_pipeline_control("q", scheduler="chain_share", share=0.25)
+    checks = {c["name"] for c in inspect(catalog.engine).get_check_constraints("pipeline_controls")}
+    assert checks == {"ck_pipeline_controls_latency_bound_ms", "ck_pipeline_controls_share"}
+    catalog.downgrade("0005")
+    columns = {c["name"] for c in inspect(catalog.engine).get_columns("pipeline_controls")}
+    assert "share" not in columns
+    checks = {c["name"] for c in inspect(catalog.engine).get_check_constraints("pipeline_controls")}
+    assert checks == {"ck_pipeline_controls_latency_bound_ms"}
+    with catalog.engine.connect() as c:
+        rows = c.exec_driver_sql("SELECT pipeline, scheduler FROM pipeline_controls").all()
+    assert sorted(rows) == [("p", "chain_bounded"), ("q", "chain_share")]
+
+
+@pytest.mark.parametrize("share", [-0.5, 1.5])
+def test_the_share_check_holds_past_the_repository(catalog: Catalog, share):
+    with (
+        pytest.raises(IntegrityError, match="ck_pipeline_controls_share"),
+        catalog.engine.begin() as c,
+    ):
+        c.exec_driver_sql(
+            "INSERT INTO pipeline_controls (pipeline, scheduler, share, updated_at)"
+            f" VALUES ('p', 'chain_share', {share}, '2025-01-01')"
+        )
 
 
 def test_the_bound_check_holds_past_the_repository(catalog: Catalog):

@@ -124,6 +124,41 @@ def test_a_bad_pipeline_control_is_an_input_error(catalog: Catalog, scheduler, b
     assert catalog.pipeline_control("p").scheduler == "fifo"  # unchanged
 
 
+def test_chain_share_control_round_trip(catalog: Catalog):
+    shared = catalog.set_pipeline_control("p", scheduler="chain_share", share=0.3)
+    assert (shared.scheduler, shared.latency_bound_ms, shared.share) == ("chain_share", None, 0.3)
+    assert catalog.pipeline_control("p") == shared
+    for edge in (0, 1):
+        got = catalog.set_pipeline_control("p", scheduler="chain_share", share=edge)
+        assert got.share == float(edge) and isinstance(got.share, float)
+    again = catalog.set_pipeline_control("p", scheduler="chain")
+    assert (again.scheduler, again.share) == ("chain", None)
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "bound", "share", "message"),
+    [
+        ("chain", None, 0.5, "share applies to scheduler chain_share only, but the scheduler is chain"),
+        (None, None, 0.5, "share applies to scheduler chain_share only, but the scheduler is none"),
+        ("chain_bounded", 50, 0.5, "share applies to scheduler chain_share only"),
+        ("chain_share", None, None, r"scheduler chain_share needs share \(a number from 0 to 1\)"),
+        ("chain_share", None, 1.5, "share must be a number from 0 to 1, not 1.5"),
+        ("chain_share", None, -0.1, "share must be a number from 0 to 1, not -0.1"),
+        ("chain_share", None, math.nan, "share must be a number from 0 to 1, not nan"),
+        ("chain_share", None, "0.5", "share must be a number from 0 to 1, not '0.5'"),
+        ("chain_share", None, True, "share must be a number from 0 to 1, not True"),
+        ("chain_share", 50, 0.5, "latency_bound_ms applies to scheduler chain_bounded only"),
+    ],
+)
+def test_a_bad_share_control_is_an_input_error(catalog: Catalog, scheduler, bound, share, message):
+    catalog.set_pipeline_control("p", scheduler="fifo")
+    with pytest.raises(CatalogInputError, match=message):
+        catalog.set_pipeline_control(
+            "p", scheduler=scheduler, latency_bound_ms=bound, share=share
+        )
+    assert catalog.pipeline_control("p").scheduler == "fifo"  # unchanged
+
+
 def test_qos_must_be_ranges(catalog: Catalog):
     _deploy(catalog, 1.0)
     for bad in ({"w": [3, 1]}, {"w": [1]}, {"w": "1-2"}, {"w": [1, True]}):

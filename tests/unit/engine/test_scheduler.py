@@ -460,10 +460,12 @@ def test_chain_share_takes_every_kth_step_for_the_oldest_input(share, expected):
 
 def test_chain_share_registry_checks_the_share():
     assert policy("chain_share", share=0.25).share == 0.25
-    assert "chain_share" not in POLICIES  # not a pipeline file's choice (yet)
+    assert POLICIES["chain_share"] is ChainShare  # a pipeline file's choice, with its share
     with pytest.raises(ValueError, match="needs a share"):
         policy("chain_share")
     with pytest.raises(ValueError, match="chain_share only"):
         policy("chain", share=0.5)
+    with pytest.raises(ValueError, match="chain_share needs a share of FIFO steps and no"):
+        policy("chain_share", 0.5, 0.5)
     with pytest.raises(ValueError, match=r"in \[0, 1\]"):
         ChainShare(1.5)

@@ -14,7 +14,14 @@ import pytest
 from fastapi.testclient import TestClient
 
 from cq_service.compiler import load_and_compile
-from cq_service.engine.scheduler import Chain, ChainBounded, Fifo, Greedy, RoundRobin
+from cq_service.engine.scheduler import (
+    Chain,
+    ChainBounded,
+    ChainShare,
+    Fifo,
+    Greedy,
+    RoundRobin,
+)
 from cq_service.runner import run_pipeline
 from cq_service.service import views as w
 from cq_service.service.api import make_app
@@ -83,6 +90,7 @@ def test_an_api_change_takes_effect_at_once_and_results_equal_cq_run(
     assert got.json()["effective"] == {
         "scheduler": "fifo",
         "latency_bound_ms": None,
+        "share": None,
         "from": "control",
     }
     assert type(worker.scheduling.policy_of(NAME)) is Fifo
@@ -93,11 +101,27 @@ def test_an_api_change_takes_effect_at_once_and_results_equal_cq_run(
     assert got.status_code == 200, got.text
     policy = worker.scheduling.policy_of(NAME)
     assert type(policy) is ChainBounded and policy.bound == pytest.approx(0.005)
+    worker.step()
+    body = {"scheduler": "chain_share", "share": 0.5}
+    got = request_while_stepping(worker, lambda: client.put(url, json=body, headers=AUTH))
+    assert got.status_code == 200, got.text
+    assert got.json()["effective"] == {
+        "scheduler": "chain_share",
+        "latency_bound_ms": None,
+        "share": 0.5,
+        "from": "control",
+    }
+    policy = worker.scheduling.policy_of(NAME)
+    assert type(policy) is ChainShare and policy.share == 0.5
     run_until_done(worker)
     for ref in reference_outputs(tmp_path):
         assert (folder / NAME / "out" / ref.name).read_text() == ref.read_text(), ref.name
     kinds = [(a.kind, a.detail["to"]["scheduler"]) for a in worker.catalog.adjustments(NAME)]
-    assert kinds == [("scheduler", "fifo"), ("scheduler", "chain_bounded")]
+    assert kinds == [
+        ("scheduler", "fifo"),
+        ("scheduler", "chain_bounded"),
+        ("scheduler", "chain_share"),
+    ]
 
 
 def test_the_control_survives_a_restart(make_worker) -> None:
@@ -110,9 +134,24 @@ def test_the_control_survives_a_restart(make_worker) -> None:
     second.reconcile()
     assert type(second.scheduling.policy_of(NAME)) is Greedy
     [p] = w.describe(second)["pipelines"]
-    assert p["scheduling"] == {"scheduler": "greedy", "latency_bound_ms": None, "from": "control"}
+    assert p["scheduling"] == {
+        "scheduler": "greedy",
+        "latency_bound_ms": None,
+        "share": None,
+        "from": "control",
+    }
     assert p["control"]["scheduler"] == "greedy"
     assert "scheduler greedy" in w.explain_pipeline(second, NAME).splitlines()[0]
+
+
+def test_chain_share_from_the_file(folder: Path, make_worker) -> None:
+    set_resources(folder, "{scheduler: chain_share, share: 0.25}")
+    worker = make_worker()
+    worker.reconcile()
+    assert worker.schedulers[NAME] == SchedulerChoice("chain_share", None, "file", 0.25)
+    policy = worker.scheduling.policy_of(NAME)
+    assert type(policy) is ChainShare and policy.share == 0.25
+    run_until_done(worker)
 
 
 def test_precedence_control_then_config_then_file(folder: Path, make_worker) -> None:
@@ -190,6 +229,11 @@ def test_metrics_of_queues_latency_and_schedulers(make_worker) -> None:
     worker.set_scheduler(NAME, "chain_bounded", 250)
     text = render_metrics(w.metrics_snapshot(worker)).decode()
     assert re.search(rf'cq_pipeline_latency_bound_seconds{{pipeline="{NAME}"}} 0\.25\b', text)
+    assert f'cq_pipeline_scheduler_share{{pipeline="{NAME}"}}' not in text
+    worker.set_scheduler(NAME, "chain_share", None, 0.3)
+    text = render_metrics(w.metrics_snapshot(worker)).decode()
+    assert re.search(rf'cq_pipeline_scheduler_share{{pipeline="{NAME}"}} 0\.3\b', text)
+    assert f'cq_pipeline_latency_bound_seconds{{pipeline="{NAME}"}}' not in text
 
 
 def test_the_configured_policy_is_checked() -> None:
@@ -199,6 +243,8 @@ def test_the_configured_policy_is_checked() -> None:
         load_config(environ={"CQ_POLICY": "lifo"})
     with pytest.raises(ConfigError, match="chain_bounded needs a latency bound per pipeline"):
         ServiceConfig(policy="chain_bounded")
+    with pytest.raises(ConfigError, match="chain_share needs a share of FIFO steps per pipeline"):
+        ServiceConfig(policy="chain_share")
 
 
 def test_the_step_length_is_configured_and_reaches_the_engine(make_worker) -> None:
@@ -232,6 +278,24 @@ def running(make_worker):
             {"scheduler": "chain_bounded", "latency_bound_ms": -1},
             "latency_bound_ms: Input should be greater than 0",
         ),
+        ("put", {"scheduler": "chain", "share": 0.5}, "applies to scheduler chain_share only"),
+        ("patch", {"share": 0.5}, "share applies to scheduler chain_share only"),
+        ("put", {"scheduler": "chain_share"}, "chain_share needs share"),
+        (
+            "put",
+            {"scheduler": "chain_share", "share": 1.5},
+            "share: Input should be less than or equal to 1",
+        ),
+        (
+            "put",
+            {"scheduler": "chain_share", "share": -0.5},
+            "share: Input should be greater than or equal to 0",
+        ),
+        (
+            "put",
+            {"scheduler": "chain_bounded", "latency_bound_ms": 5, "share": 0.5},
+            "share applies to scheduler chain_share only, but the scheduler is chain_bounded",
+        ),
         ("put", {"scheduler": "fifo", "weight": 2}, "weight: Extra inputs are not permitted"),
     ],
 )
@@ -258,7 +322,12 @@ def test_the_control_endpoint(running) -> None:
     url = f"/pipelines/{NAME}/control"
     got = client.get(url).json()
     assert (got["scheduler"], got["latency_bound_ms"]) == (None, None)
-    assert got["effective"] == {"scheduler": "chain", "latency_bound_ms": None, "from": "file"}
+    assert got["effective"] == {
+        "scheduler": "chain",
+        "latency_bound_ms": None,
+        "share": None,
+        "from": "file",
+    }
     assert client.put(url, json={"scheduler": "fifo"}).status_code == 401
     assert client.put("/pipelines/nope/control", json={}, headers=AUTH).status_code == 404
     assert client.get("/pipelines/nope/control").status_code == 404
@@ -268,10 +337,23 @@ def test_the_control_endpoint(running) -> None:
     assert got["effective"] == {
         "scheduler": "chain_bounded",
         "latency_bound_ms": 80,
+        "share": None,
         "from": "control",
     }
     got = client.patch(url, json={"scheduler": "greedy"}, headers=AUTH).json()  # drops the bound
-    assert (got["scheduler"], got["latency_bound_ms"]) == ("greedy", None)
+    assert (got["scheduler"], got["latency_bound_ms"], got["share"]) == ("greedy", None, None)
+    got = client.patch(url, json={"scheduler": "chain_share", "share": 0.25}, headers=AUTH).json()
+    assert (got["scheduler"], got["latency_bound_ms"], got["share"]) == ("chain_share", None, 0.25)
+    got = client.patch(url, json={"share": 0.75}, headers=AUTH).json()  # keeps the name
+    assert got["effective"] == {
+        "scheduler": "chain_share",
+        "latency_bound_ms": None,
+        "share": 0.75,
+        "from": "control",
+    }
+    assert type(worker.call(lambda: worker.scheduling.policy_of(NAME))) is ChainShare
+    got = client.patch(url, json={"scheduler": "greedy"}, headers=AUTH).json()  # drops the share
+    assert (got["scheduler"], got["latency_bound_ms"], got["share"]) == ("greedy", None, None)
     described = client.get(f"/pipelines/{NAME}").json()
     assert (
         described["scheduling"]["from"] == "control"
@@ -279,7 +361,12 @@ def test_the_control_endpoint(running) -> None:
     )
     assert "scheduler greedy" in client.get(f"/pipelines/{NAME}/explain").text
     got = client.put(url, json={"scheduler": None}, headers=AUTH).json()  # back to the file's
-    assert got["effective"] == {"scheduler": "chain", "latency_bound_ms": None, "from": "file"}
+    assert got["effective"] == {
+        "scheduler": "chain",
+        "latency_bound_ms": None,
+        "share": None,
+        "from": "file",
+    }
     assert type(worker.call(lambda: worker.scheduling.policy_of(NAME))) is Chain
     metrics = client.get("/metrics").text
     assert (

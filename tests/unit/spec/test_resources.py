@@ -1,4 +1,4 @@
-"""The optional `resources` section: the scheduling policy and its latency bound."""
+"""The optional `resources` section: the scheduling policy, its latency bound and its share."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from cq_service.spec.model import (
     DEFAULT_SCHEDULER,
     LATENCY_BOUNDED_SCHEDULER,
     SCHEDULERS,
+    SHARE_SCHEDULER,
     PipelineSpec,
     ResourcesSpec,
     SinkSpec,
@@ -68,10 +69,29 @@ def test_a_valid_section(load):
     assert (spec.resources.span.line, spec.resources.span.col) == (4, 1)
 
 
-@pytest.mark.parametrize("scheduler", [s for s in SCHEDULERS if s != LATENCY_BOUNDED_SCHEDULER])
-def test_every_unbounded_scheduler(load, scheduler):
+@pytest.mark.parametrize(
+    "scheduler", [s for s in SCHEDULERS if s not in (LATENCY_BOUNDED_SCHEDULER, SHARE_SCHEDULER)]
+)
+def test_every_scheduler_without_a_parameter(load, scheduler):
     resources = load(HEADER + f"resources:\n  scheduler: {scheduler}\n").resources
-    assert (resources.scheduler, resources.latency_bound) == (scheduler, None)
+    assert (resources.scheduler, resources.latency_bound, resources.share) == (
+        scheduler,
+        None,
+        None,
+    )
+
+
+@pytest.mark.parametrize(("written", "share"), [("0.3", 0.3), ("0", 0.0), ("1", 1.0), ("1.0", 1.0)])
+def test_chain_share_with_its_share(load, written, share):
+    text = HEADER + f"resources:\n  scheduler: chain_share\n  share: {written}\n"
+    resources = load(text).resources
+    assert resources == ResourcesSpec(scheduler="chain_share", share=share)
+    assert isinstance(resources.share, float)
+
+
+def test_share_schema_is_a_number_from_0_to_1():
+    share = _resources_schema()["properties"]["share"]
+    assert (share["type"], share["minimum"], share["maximum"]) == ("number", 0, 1)
 
 
 @pytest.mark.parametrize(
@@ -125,12 +145,12 @@ def test_the_section_may_come_first(load):
         (
             "resources:\n  scheduler: lifo\n",
             "4:14: scheduler of resources must be one of fifo, round_robin, greedy, chain, "
-            "chain_bounded, got 'lifo'",
+            "chain_bounded, chain_share, got 'lifo'",
         ),
         (
             "resources:\n  scheduler: no\n",
             "4:14: scheduler of resources: no was read as a boolean; quote it (must be one of "
-            "fifo, round_robin, greedy, chain, chain_bounded)",
+            "fifo, round_robin, greedy, chain, chain_bounded, chain_share)",
         ),
         (
             "resources:\n  scheduler: chain_bounded\n",
@@ -181,7 +201,51 @@ def test_the_section_may_come_first(load):
         (
             "resources:\n  memory: 1000\n",
             "4:3: unknown key 'memory' in resources (expected one of: scheduler, "
-            "latency_bound, memory_budget, shared_join, runner)",
+            "latency_bound, share, memory_budget, shared_join, runner)",
+        ),
+        (
+            "resources:\n  scheduler: chain_share\n",
+            "4:14: resources: scheduler chain_share needs a share of FIFO steps from 0 to 1, "
+            "e.g. share: 0.3",
+        ),
+        (
+            "resources:\n  scheduler: chain_share\n  share: 1.5\n",
+            "5:10: share of resources must be <= 1, got 1.5",
+        ),
+        (
+            "resources:\n  scheduler: chain_share\n  share: -0.1\n",
+            "5:10: share of resources must be >= 0, got -0.1",
+        ),
+        (
+            "resources:\n  scheduler: chain_share\n  share: .nan\n",
+            "5:10: share of resources must be a number from 0 to 1, got nan",
+        ),
+        (
+            "resources:\n  scheduler: chain_share\n  share: .inf\n",
+            "5:10: share of resources must be <= 1, got .inf",
+        ),
+        (
+            "resources:\n  scheduler: chain_share\n  share: true\n",
+            "5:10: share of resources must be a number, got true",
+        ),
+        (
+            "resources:\n  scheduler: chain_share\n  share: lots\n",
+            "5:10: share of resources must be a number, got 'lots'",
+        ),
+        (
+            "resources:\n  scheduler: chain_bounded\n  latency_bound: 5\n  share: 0.5\n",
+            "6:3: share in resources only applies to scheduler chain_share, "
+            "but the scheduler is chain_bounded",
+        ),
+        (
+            "resources:\n  share: 0.5\n",
+            "4:3: share in resources only applies to scheduler chain_share, "
+            "but the scheduler is chain (the default)",
+        ),
+        (
+            "resources:\n  scheduler: chain_share\n  share: 0.5\n  latency_bound: 5\n",
+            "6:3: latency_bound in resources only applies to scheduler chain_bounded, "
+            "but the scheduler is chain_share",
         ),
         ("resources:\n", "3:11: resources is empty"),
         ("resources: chain\n", "3:12: resources must be a mapping, got 'chain'"),
@@ -229,6 +293,9 @@ def test_pipeline_spec_defaults_to_the_default_resources():
         ({"scheduler": "chain_bounded"}, "needs a latency_bound > 0"),
         ({"scheduler": "chain_bounded", "latency_bound": 0}, "needs a latency_bound > 0"),
         ({"scheduler": "fifo", "latency_bound": 5}, "only applies to scheduler chain_bounded"),
+        ({"scheduler": "chain_share"}, "needs a share from 0 to 1"),
+        ({"scheduler": "chain_share", "share": 1.5}, "needs a share from 0 to 1"),
+        ({"scheduler": "chain", "share": 0.5}, "only applies to scheduler chain_share"),
     ],
 )
 def test_the_model_checks_its_invariants(kwargs, message):
