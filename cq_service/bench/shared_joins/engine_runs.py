@@ -51,8 +51,7 @@ def run_one(
     poll_s: float = POLL_S, heartbeat_s: float = HEARTBEAT_S,
 ) -> dict:
     """One policy on one workload: {"windows": {seconds: {"avg", "max", "results"}},
-    "peak_state_bytes", "peak_queue_bytes", "seconds", "busy"} (times in seconds; busy: the
-    share of the run the engine spent working rather than waiting for arrivals)."""
+    "peak_state_bytes", "peak_queue_bytes", "seconds"} (times in seconds)."""
     folder.mkdir(parents=True, exist_ok=True)
     w.write_csv(folder)
     path = folder / f"{policy}.yaml"
@@ -65,7 +64,7 @@ def run_one(
         lat = run.latencies[query_name(seconds)]
         windows[seconds] = {"avg": lat.mean, "max": lat.max, "results": lat.count}
     return {"windows": windows, "peak_state_bytes": run.peak_state_bytes,
-            "peak_queue_bytes": run.peak_bytes, "seconds": run.seconds, "busy": run.utilisation}
+            "peak_queue_bytes": run.peak_bytes, "seconds": run.seconds}
 
 
 def by_window(
@@ -81,8 +80,7 @@ def by_window(
             out[p][dist] = run_one(w, p, folder / dist, speedup)
             r = out[p][dist]
             say(f"  {p:4}: average response {mean_of_averages(r['windows']) * 1e3:8.2f} ms, "
-                f"state peak {r['peak_state_bytes'] / 2**20:6.1f} MiB, engine busy "
-                f"{r['busy']:4.0%}")
+                f"state peak {r['peak_state_bytes'] / 2**20:6.1f} MiB")
     return out
 
 
