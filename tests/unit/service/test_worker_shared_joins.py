@@ -49,10 +49,12 @@ def data(n: int = 400) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def write(folder: Path, queries: dict[str, str], shared_join: str | None = None) -> Path:
-    pipeline: dict[str, Any] = {"streams": STREAMS, "queries": queries}
+def write(
+    folder: Path, queries: dict[str, Any], shared_join: str | None = None, **resources: Any
+) -> Path:
+    pipeline: dict[str, Any] = {"streams": STREAMS, "queries": queries, "resources": resources}
     if shared_join is not None:
-        pipeline["resources"] = {"shared_join": shared_join}
+        resources["shared_join"] = shared_join
     path = write_pipeline(folder, pipeline, data())
     doc = yaml.safe_load(path.read_text())
     doc["name"] = "shared"
@@ -86,7 +88,7 @@ def run_until_done(worker: Worker, seconds: float = 30) -> None:
     raise AssertionError("the worker did not finish its file sources")
 
 
-def reference(tmp_path: Path, queries: dict[str, str]) -> dict[str, str]:
+def reference(tmp_path: Path, queries: dict[str, Any]) -> dict[str, str]:
     """`cq run` of the pipeline with every query planned alone: each query's sink file."""
     path = write(tmp_path / "ref", queries, shared_join="off")
     run_pipeline(load_and_compile(path))
@@ -138,6 +140,34 @@ def test_shared_join_off_keeps_plain_joins(tmp_path: Path) -> None:
     assert kinds(worker).count("join") == 4
     run_until_done(worker)
     assert outputs(folder, QUERIES) == reference(tmp_path, QUERIES)
+
+
+def test_the_budget_manager_runs_over_a_shared_join(tmp_path: Path) -> None:
+    """Under a memory budget the manager measures and estimates the group's plan with its
+    shared join; a query whose QoS may adjust its windows keeps a join of its own."""
+    folder = tmp_path / "p"
+    queries: dict[str, Any] = {
+        **QUERIES,
+        "tuned": {"cql": "SELECT Istream(A.x, B.y) FROM A [Range 10], B [Range 10] "
+                  "WHERE A.k = B.k", "qos": {"window": [2, 10]}},
+    }
+    write(folder / "shared", queries, memory_budget="64 MiB")
+    worker = make_worker(tmp_path, folder, batch_rows=32)
+    worker.reconcile()
+    assert kinds(worker).count("shared join") == 1 and kinds(worker).count("join") == 1
+    for i in range(10_000):
+        worker.step()
+        if i % 3 == 0:
+            worker.budgets.tick()
+        ex = worker.engine.executor
+        if all(s.exhausted for s in ex.sources) and not any(o.runnable() for o in ex.operators):
+            break
+    worker.budgets.tick()
+    worker.checkpoint()
+    state = worker.budgets.states["shared"]
+    assert 0 < state.estimated.memory < 64 * 2**20
+    names = [q for q in queries if q != "tuned"]
+    assert outputs(folder, names) == reference(tmp_path, {q: queries[q] for q in names})
 
 
 class SharedRun(Run):
