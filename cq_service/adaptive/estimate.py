@@ -8,7 +8,8 @@ engine's implementation needs; each estimate says which formula it used:
 
 - ``paper (n)``: brief-costmodel.md's formula as it stands;
 - ``engine: …``: the project's own, where the engine keeps state differently from PIPES or the
-  paper has no formula (distinct, set operations, Rows windows, the stream operators).
+  paper has no formula (distinct, set operations, Rows windows, the stream operators, the
+  shared window join and its routes).
 
 Two differences from PIPES matter most. The engine's Range window *stores* its tuples until
 they leave (it emits their `−`), where the paper's time window only stamps them (M = 0); and the

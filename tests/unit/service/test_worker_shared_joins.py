@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pickle
 import random
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from cq_service.plan.planner import plan_queries
 from cq_service.plan.shared_joins import SharedJoinOp, SharedJoinRouteOp, share_window_joins
 from cq_service.runner import run_pipeline
 from cq_service.service.config import ServiceConfig
+from cq_service.service.views import explain_pipeline
 from cq_service.service.worker import Worker
 from tests.property.harness import write_pipeline
 from tests.unit.engine.test_snapshots import Run, chunks_of
@@ -109,22 +109,26 @@ def test_the_queries_share_one_join_and_each_equals_cq_run(tmp_path: Path, folde
     assert kinds(worker).count("shared join") == 1
     assert kinds(worker).count("shared join route") == 4
     assert "join" not in kinds(worker)
+    text = explain_pipeline(worker, "shared")  # the API's explain shows the shared join
+    assert text.count("shared window join on 1 key(s) (MQT)") == 1
+    assert text.count("shared join route #") == 4
     run_until_done(worker)
     expected = reference(tmp_path, QUERIES)
     assert all(text.count("\n") > 20 for text in expected.values())
     assert outputs(folder, QUERIES) == expected
 
 
-def test_removing_a_query_leaves_the_others_exact(tmp_path: Path, folder: Path) -> None:
+@pytest.mark.parametrize("gone", list(QUERIES))
+def test_removing_a_query_leaves_the_others_exact(tmp_path: Path, folder: Path, gone: str) -> None:
     worker = make_worker(tmp_path, folder, batch_rows=16)
     worker.reconcile()
     for _ in range(5):
         worker.step()
     assert not all(s.exhausted for s in worker.engine.executor.sources)  # mid-run
-    kept = {q: cql for q, cql in QUERIES.items() if q != "wide"}
+    kept = {q: cql for q, cql in QUERIES.items() if q != gone}
     write(folder / "shared", kept)
     [result] = worker.reconcile()
-    assert result.removed == ["wide"] and sorted(result.kept) == sorted(kept)
+    assert result.removed == [gone] and sorted(result.kept) == sorted(kept)
     assert kinds(worker).count("shared join") == 1
     assert kinds(worker).count("shared join route") == 3
     run_until_done(worker)
