@@ -6,6 +6,7 @@ and `resources.shared_join: off` keeps plain joins."""
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 import random
 import time
@@ -19,6 +20,7 @@ from cq_service.adaptive.estimate import Observed, estimate_plan
 from cq_service.catalog import Catalog
 from cq_service.compiler import load_and_compile
 from cq_service.engine.live import EngineState
+from cq_service.plan.physical import PhysicalNode, PhysicalPlan
 from cq_service.plan.planner import plan_queries
 from cq_service.plan.shared_joins import SharedJoinOp, SharedJoinRouteOp, share_window_joins
 from cq_service.runner import run_pipeline
@@ -226,3 +228,26 @@ def test_the_estimates_cover_a_shared_join_and_its_routes(tmp_path: Path) -> Non
     # A wider window pair joins more.
     by_name = {str(a) + str(b): s for (a, b), s in sizes.items()}
     assert by_name["[Range 5][Range 5]"] < by_name["[Range 8][Range 20]"]
+
+
+def test_a_kind_without_a_formula_is_estimated_as_its_input(tmp_path: Path) -> None:
+    """A plan rewrite's operator the model does not know does not stop the manager: it is
+    taken as its input, keeping nothing, and marked assumed."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Novel:
+        input: Any
+        is_stream = True
+
+        @property
+        def schema(self):
+            return self.input.schema
+
+    compiled = load_and_compile(write(tmp_path / "p", {"near": QUERIES["near"]}))
+    plan = compiled.plan
+    source = next(n for n in plan.nodes if n.kind == "Source")
+    node = PhysicalNode(len(plan.nodes), Novel(source.op), [source.id], ["near"])
+    plan = PhysicalPlan([*plan.nodes, node], plan.sinks, plan.source_columns)
+    est = estimate_plan(plan, Observed({"A": 2.0, "B": 2.0}))
+    assert est[node.id].edge == est[source.id].edge and est[node.id].bytes == 0
+    assert est[node.id].assumed == ("Novel as its input",)
