@@ -8,7 +8,8 @@ engine's implementation needs; each estimate says which formula it used:
 
 - ``paper (n)``: brief-costmodel.md's formula as it stands;
 - ``engine: …``: the project's own, where the engine keeps state differently from PIPES or the
-  paper has no formula (distinct, set operations, Rows windows, the stream operators).
+  paper has no formula (distinct, set operations, Rows windows, the stream operators, the
+  shared window join and its routes).
 
 Two differences from PIPES matter most. The engine's Range window *stores* its tuples until
 they leave (it emits their `−`), where the paper's time window only stamps them (M = 0); and the
@@ -32,6 +33,7 @@ from cq_service.adaptive.cpu import BATCH_ROWS, EngineCosts
 from cq_service.cql import logical as L
 from cq_service.engine.operators.join_synopsis import JoinSide
 from cq_service.plan.physical import PhysicalNode, PhysicalPlan
+from cq_service.plan.shared_joins import SharedJoinOp, SharedJoinRouteOp, SideWindow
 from cq_service.types import DataType
 
 __all__ = [
@@ -92,6 +94,7 @@ class OperatorEstimate:
     stream: bool = True  # the output is a stream (else a relation of +/− deltas)
     column_bytes: float = 0.0  # of those, its columns' (what a join keeps of a row)
     reads: float = 0.0  # stream sources' reads per time unit whose batches reach it
+    routes: tuple[Edge, ...] = ()  # a shared join's: each route's relation, as its join's
 
     @property
     def size(self) -> float:
@@ -161,6 +164,7 @@ def _estimate(
     column_bytes = max((e.column_bytes for e in ins), default=0.0)
     state_bytes = out_bytes  # bytes per element the operator keeps
     rows = 0.0
+    routes: tuple[Edge, ...] = ()
     if isinstance(op, L.WindowOp):
         edge, rows, formula = _window(node, op, edges[0], obs, windows, assumed)
     elif isinstance(op, (L.Filter, L.Sample)):
@@ -210,18 +214,32 @@ def _estimate(
             rows = sum(groups_present(n, e.size) for e in edges)
             formula = "paper (3) for the output; engine: distinct rows present per side"
             state_bytes = _counted(op)
+    elif isinstance(op, SharedJoinOp):
+        edge, rows, state_bytes, routes, formula = _shared_join(node, op, ins, obs, assumed)
+        column_bytes = sum(e.column_bytes for e in ins)
+        out_bytes = column_bytes + batch_row_bytes(edge.d) + 8.0  # and its route mask
+    elif isinstance(op, SharedJoinRouteOp):
+        shared = ins[0].routes
+        edge = shared[op.index] if op.index < len(shared) else edges[0]
+        out_bytes = column_bytes + batch_row_bytes(edge.d)
+        formula = "engine: its route's pairs of the shared join's output; keeps nothing"
     elif isinstance(op, L.Clock):
         edge, formula = cm.union(*edges), "paper (3) (ticks only)"
     elif isinstance(op, L.RelToStream):
         edge, rows, formula = _to_stream(op, edges[0])
         if op.op == "rstream":
             state_bytes = _counted(op)
-    else:  # pragma: no cover - every logical operator is listed above
-        raise TypeError(f"no estimate for {type(op).__name__}")
+    else:  # a kind not modelled (a plan rewrite's): its input as it is, keeping nothing
+        edge = edges[0] if edges else cm.EMPTY
+        formula = f"none for {node.kind}: its input, no state"
+        assumed.append(f"{node.kind} as its input")
     rows_in = sum(_flow(e.edge, e.stream) for e in ins)
     rows_out = _flow(edge, op.is_stream)
     reads = sum(e.reads for e in ins)
-    cpu = costs.cpu(node.kind, rows_in, rows_out, _pairs(op, edges), reads) / unit_seconds
+    # A shared join is not calibrated apart: a join's constants, its probes over the buffers.
+    kind = "Join" if isinstance(op, SharedJoinOp) else node.kind
+    pairs = _pairs(op, [e.edge for e in _buffers(op, ins)] if isinstance(op, SharedJoinOp) else edges)
+    cpu = costs.cpu(kind, rows_in, rows_out, pairs, reads) / unit_seconds
     if isinstance(op, L.Project):  # about the same bytes per column
         share = len(op.schema) / max(1, len(op.input.schema))
         out_bytes *= share
@@ -239,6 +257,7 @@ def _estimate(
         op.is_stream,
         column_bytes,
         reads,
+        routes,
     )
 
 
@@ -297,6 +316,7 @@ ROW_HASH_BYTES = 16
 # A join side's rows are runs; a new run merges into the one before it while that one holds at
 # most this many times its rows (the engine's own constant).
 MERGE_RATIO = JoinSide.MERGE_RATIO
+FIFO_STORED = 1.0 + 0.5 / (MERGE_RATIO + 1)  # rows a FIFO side stores per current row
 
 
 def batch_row_bytes(d: float) -> float:
@@ -337,7 +357,7 @@ def _join_stored(side: L.LogicalOp, e: Edge) -> float:
     so between none and that share, half of it on average: 1 + 1/(2·(MERGE_RATIO + 1)).
     Another side consolidates its retractions away: its current rows. The project's own
     derivation (the paper's join keeps no expired element)."""
-    return 1.0 + 0.5 / (MERGE_RATIO + 1) if _fifo(side, e) else 1.0
+    return FIFO_STORED if _fifo(side, e) else 1.0
 
 
 def _flow(e: Edge, stream: bool) -> float:
@@ -349,10 +369,62 @@ def _flow(e: Edge, stream: bool) -> float:
 def _pairs(op: L.LogicalOp, edges: list[Edge]) -> float:
     """A nested-loop join's candidate pairs per time unit: each arrival meets the other
     side's current contents (a hash join's are in its result rows)."""
-    if isinstance(op, L.Join) and not op.left_keys:
+    if isinstance(op, L.Join | SharedJoinOp) and not op.left_keys:
         a, b = edges
         return 2 * (a.rate * b.size + b.rate * a.size)
     return 0.0
+
+
+def _side_window(win: SideWindow, e: Edge) -> tuple[Edge, float]:
+    """A route side's window over a stream edge `e`, as a plain window's estimate: its
+    relation's edge and the tuples it holds."""
+    if e.rate == 0:
+        return cm.EMPTY, 0.0
+    if win.kind == "rows":
+        return Edge(e.d, max(win.size * e.d, 1.0)), float(win.size)
+    live, length, stay = range_window_edge(win.size, None, 1)
+    return Edge(e.d / live, length), live * stay / e.d
+
+
+def _buffers(op: SharedJoinOp, ins: list[OperatorEstimate]) -> list[OperatorEstimate]:
+    """Each input's buffer as a window covering its largest window among the routes (the
+    one holding the most tuples), with the tuples it holds in `rows`."""
+    out = []
+    for side, e in enumerate(ins):
+        windows = [_side_window(r[side], e.edge) for r in op.routes]
+        edge, rows = max(windows, key=lambda w: (w[1], w[0].l))
+        out.append(replace(e, edge=edge, rows=rows))
+    return out
+
+
+def _shared_join(
+    node: PhysicalNode,
+    op: SharedJoinOp,
+    ins: list[OperatorEstimate],
+    obs: Observed,
+    assumed: list[str],
+) -> tuple[Edge, float, float, tuple[Edge, ...], str]:
+    """A shared join (plan/shared_joins.py) over its two streams `ins`: its output edge (the
+    join of each side's largest window: every route's pairs, each once), the tuples its
+    buffers hold, their bytes per tuple, and each route's edge (its own windows' join)."""
+    default = 0.1 if op.left_keys else 1.0  # the residual is applied above the routes
+    sel = _selectivity(node, obs, assumed, default=default)
+    a, b = _buffers(op, ins)
+    routes = tuple(
+        cm.cross(_side_window(wa, ins[0].edge)[0], _side_window(wb, ins[1].edge)[0], sel)
+        for wa, wb in op.routes
+    )
+    key = 8.0 * len(op.left_keys) if op.left_keys else 1.0
+    one_int = len(op.left_keys) == 1 and getattr(op.left_keys[0], "type", None) in (
+        DataType.INT, DataType.TIMESTAMP)
+    extra = key + 8.0 + (16.0 if not op.left_keys or one_int else 0.0) + 8.0  # key, w, index, ts
+    # Each buffer drops its oldest tuples (JoinSide.drop_oldest): stored as a FIFO join side.
+    state_bytes = _mean_bytes([(s.rows, FIFO_STORED * (s.column_bytes + extra)) for s in (a, b)])
+    formula = (
+        "engine: one buffer per stream covering its largest window (columns, key, weight, "
+        "index, timestamp); output (4) over the largest windows, each route (4) over its own"
+    )
+    return cm.cross(a.edge, b.edge, sel), a.rows + b.rows, state_bytes, routes, formula
 
 
 def _selectivity(node: PhysicalNode, obs: Observed, assumed: list[str], default: float = DEFAULT_SELECTIVITY) -> float:

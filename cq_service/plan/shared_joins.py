@@ -18,9 +18,10 @@ A join is shared when each input is a window (with selections over it) on a stre
   one filter per query: on a relation, σ(A) ⋈ B = σ'(A ⋈ B), whatever the window.
 
 Joins group by (left stream, right stream, keys); a group with at least two distinct window
-pairs becomes one shared join. Like pane fusion (plan/panes.py) this is a rewrite of the
-physical plan on the `cq run` path (and `cq explain`); a live deployment keeps its plain joins.
-`resources.shared_join: off` plans each query alone.
+pairs becomes one shared join. This is a rewrite of the physical plan: on the `cq run` path
+(and `cq explain`, after pane fusion, plan/panes.py) and on the worker, for each group of a
+deployment's queries planned together (service/deployer.py); it never reaches across groups or
+deployments. `resources.shared_join: off` plans each query alone.
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@ is replaced (the new version starts at the sources' current time); a removed one
 (docs/service.md, "Deploying"). It happens in two phases: first every source and sink the new
 and changed queries need is opened while everything runs on — one that cannot be opened rejects
 the version with nothing stopped (`DeployErrors`, each at its FILE:LINE:COL) — then what
-changed or went is stopped and the new queries start on what was opened. Queries restored from
+changed or went is stopped and the new queries start on what was opened. The queries that start
+together are planned together: equal subplans run once and joins differing only in their
+windows share one join (plan/shared_joins.py, per `resources.shared_join`). Queries restored from
 the last worker's checkpoint start behind their old gates and drop what was delivered. A
 runner-spark pipeline runs as its own Spark job instead (spark_jobs.py).
 """
@@ -30,6 +32,7 @@ from cq_service.io.dead_letter import DeadLetterSink
 from cq_service.plan.physical import SinkNode
 from cq_service.plan.planner import plan_queries
 from cq_service.plan.rewrite import simplify
+from cq_service.plan.shared_joins import share_window_joins
 from cq_service.runner import DeadLetterRouter
 from cq_service.service import failpoints
 from cq_service.service.adjusting import qos_ranges, replay_adjustments
@@ -325,7 +328,9 @@ class Deployer:
             for i in members:
                 q, bq = queries[i], bound[i]
                 pairs.append((replace(bq, name=q.key), spec.queries[q.name].sink))
-            plan = plan_queries(pairs)
+            # Joins of the group that differ only in their windows share one join, as on `cq
+            # run` (plan/shared_joins.py); a snapshot keeps this plan (GroupState.plan).
+            plan = share_window_joins(plan_queries(pairs), spec.resources.shared_join)
             for s in plan.sinks:
                 q = next(queries[i] for i in members if queries[i].key == s.query)
                 frontier = int(saved.get(q.key, {}).get("frontier", NEVER))

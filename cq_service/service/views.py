@@ -18,6 +18,7 @@ from cq_service.compiler import compile_pipeline
 from cq_service.engine.operators.base import NEVER
 from cq_service.engine.operators.range_window import RangeWindow
 from cq_service.plan.explain import explain
+from cq_service.plan.shared_joins import share_window_joins
 from cq_service.service.reconciler import API, REJECTION_REASONS
 from cq_service.service.results import ResultTee
 from cq_service.spec.model import LATENCY_BOUNDED_SCHEDULER, SHARE_SCHEDULER
@@ -130,7 +131,9 @@ def explain_pipeline(worker: Worker, pipeline: str) -> str:
     if spec is None:
         raise KeyError(f"pipeline {pipeline}")
     choice = worker.schedulers.get(pipeline) or worker.scheduler_choice(pipeline, spec)
-    text = explain(compile_pipeline(spec).plan, choice.name)
+    # As the worker plans queries that start together: joins differing only in windows shared.
+    text = explain(share_window_joins(compile_pipeline(spec).plan, spec.resources.shared_join),
+                   choice.name)
     settings = {k: v for k, v in window_settings(worker).items() if k[0] == pipeline}
     if settings:
         text += "\nadjustable windows now (size, granularity in " + spec.time_unit + "):"
