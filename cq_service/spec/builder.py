@@ -287,47 +287,36 @@ class SpecBuilder:
         """The section's scheduler, latency bound and share (the defaults after an error)."""
         span = self.doc.span(path, key=True)
         scheduler = raw.get("scheduler", DEFAULT_SCHEDULER)
-        shared = scheduler == SHARE_SCHEDULER
-        if shared and "share" not in raw:
-            self._error(
-                f"resources: scheduler {scheduler} needs a share of FIFO steps from 0 to 1, "
-                "e.g. share: 0.3",
-                self.doc.span((*path, "scheduler")),
-            )
-            return ResourcesSpec(span=span)
-        if not shared and "share" in raw:
-            chosen = scheduler if "scheduler" in raw else f"{scheduler} (the default)"
-            self._error(
-                f"share in resources only applies to scheduler {SHARE_SCHEDULER}, "
-                f"but the scheduler is {chosen}",
-                self.doc.span((*path, "share"), key=True),
-            )
-            return ResourcesSpec(span=span)
-        bounded = scheduler == LATENCY_BOUNDED_SCHEDULER
-        if bounded and "latency_bound" not in raw:
-            self._error(
-                f"resources: scheduler {scheduler} needs a latency_bound, "
-                "e.g. latency_bound: 50 ms",
-                self.doc.span((*path, "scheduler")),
-            )
-            return ResourcesSpec(span=span)
-        if not bounded and "latency_bound" in raw:
-            chosen = scheduler if "scheduler" in raw else f"{scheduler} (the default)"
-            self._error(
-                f"latency_bound in resources only applies to scheduler "
-                f"{LATENCY_BOUNDED_SCHEDULER}, but the scheduler is {chosen}",
-                self.doc.span((*path, "latency_bound"), key=True),
-            )
-            return ResourcesSpec(span=span)
-        share = float(raw["share"]) if shared else None
-        if share is not None and not 0 <= share <= 1:  # NaN: the schema's range lets it by
-            self._error(
-                f"share of resources must be a number from 0 to 1, got {raw['share']}",
-                self.doc.span((*path, "share")),
-            )
-            return ResourcesSpec(span=span)
-        if not bounded:
+        pairs = (
+            ("share", SHARE_SCHEDULER, "a share of FIFO steps from 0 to 1, e.g. share: 0.3"),
+            ("latency_bound", LATENCY_BOUNDED_SCHEDULER, "a latency_bound, e.g. latency_bound: 50 ms"),
+        )
+        for key, owner, example in pairs:  # each setting exactly with its scheduler
+            if scheduler == owner and key not in raw:
+                self._error(
+                    f"resources: scheduler {scheduler} needs {example}",
+                    self.doc.span((*path, "scheduler")),
+                )
+                return ResourcesSpec(span=span)
+            if scheduler != owner and key in raw:
+                chosen = scheduler if "scheduler" in raw else f"{scheduler} (the default)"
+                self._error(
+                    f"{key} in resources only applies to scheduler {owner}, "
+                    f"but the scheduler is {chosen}",
+                    self.doc.span((*path, key), key=True),
+                )
+                return ResourcesSpec(span=span)
+        if scheduler == SHARE_SCHEDULER:
+            share = float(raw["share"])
+            if not 0 <= share <= 1:  # NaN: the schema's range lets it by
+                self._error(
+                    f"share of resources must be a number from 0 to 1, got {raw['share']}",
+                    self.doc.span((*path, "share")),
+                )
+                return ResourcesSpec(span=span)
             return ResourcesSpec(scheduler=scheduler, share=share, span=span)
+        if scheduler != LATENCY_BOUNDED_SCHEDULER:
+            return ResourcesSpec(scheduler=scheduler, span=span)
         bound = self._latency_bound(raw["latency_bound"], (*path, "latency_bound"))
         if bound is None:
             return ResourcesSpec(span=span)
