@@ -74,41 +74,27 @@ def scheduler_control(
     """A pipeline control's scheduler, latency bound and share, checked together."""
     if scheduler is not None and scheduler not in SCHEDULERS:
         raise CatalogInputError(f"unknown scheduler {scheduler!r} (known: {', '.join(SCHEDULERS)})")
-    if bound_ms is not None:
-        if (
-            isinstance(bound_ms, bool)
-            or not isinstance(bound_ms, int | float)
-            or not math.isfinite(bound_ms)
-            or bound_ms <= 0
-        ):
-            raise CatalogInputError(
-                f"latency_bound_ms must be a positive number of milliseconds, not {bound_ms!r}"
-            )
-        if scheduler != LATENCY_BOUNDED_SCHEDULER:
+    settings = (  # each scheduler's own setting: its value, whether valid, the words for it
+        (
+            "latency_bound_ms", bound_ms, LATENCY_BOUNDED_SCHEDULER,
+            lambda v: math.isfinite(v) and v > 0,
+            "a positive number of milliseconds", "milliseconds > 0",
+        ),
+        ("share", share, SHARE_SCHEDULER, lambda v: 0 <= v <= 1, "a number from 0 to 1",
+         "a number from 0 to 1"),  # NaN fails the range too
+    )
+    for key, value, owner, valid, wanted, needs in settings:
+        if value is None:
+            if scheduler == owner:
+                raise CatalogInputError(f"scheduler {owner} needs {key} ({needs})")
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not valid(value):
+            raise CatalogInputError(f"{key} must be {wanted}, not {value!r}")
+        if scheduler != owner:
             chosen = "none (the configuration's or the file's)" if scheduler is None else scheduler
             raise CatalogInputError(
-                f"latency_bound_ms applies to scheduler {LATENCY_BOUNDED_SCHEDULER} only, "
-                f"but the scheduler is {chosen}"
+                f"{key} applies to scheduler {owner} only, but the scheduler is {chosen}"
             )
-    elif scheduler == LATENCY_BOUNDED_SCHEDULER:
-        raise CatalogInputError(
-            f"scheduler {LATENCY_BOUNDED_SCHEDULER} needs latency_bound_ms (milliseconds > 0)"
-        )
-    if share is not None:
-        if (
-            isinstance(share, bool)
-            or not isinstance(share, int | float)
-            or not 0 <= share <= 1  # NaN fails too
-        ):
-            raise CatalogInputError(f"share must be a number from 0 to 1, not {share!r}")
-        if scheduler != SHARE_SCHEDULER:
-            chosen = "none (the configuration's or the file's)" if scheduler is None else scheduler
-            raise CatalogInputError(
-                f"share applies to scheduler {SHARE_SCHEDULER} only, "
-                f"but the scheduler is {chosen}"
-            )
-    elif scheduler == SHARE_SCHEDULER:
-        raise CatalogInputError(f"scheduler {SHARE_SCHEDULER} needs share (a number from 0 to 1)")
     return {
         "scheduler": scheduler,
         "latency_bound_ms": None if bound_ms is None else float(bound_ms),
