@@ -205,7 +205,7 @@ _MAKERS: dict[type, Callable[..., Operator]] = {
     ),
     PanedAggregateOp: _paned,
     SharedJoinOp: lambda op, name, ins, out, **_: SharedJoin(
-        name, ins, out, op.left_keys, op.right_keys, op.routes, op.policy
+        name, ins, out, op.left_keys, op.right_keys, op.routes, op.policy, op.istream_routes
     ),
     SharedJoinRouteOp: lambda op, name, ins, out, **_: SharedJoinRoute(
         name, ins, out, op.index, op.windows

@@ -160,6 +160,11 @@ class QueueReader:
         """Items not yet read by this reader."""
         return self.queue._pending(self)
 
+    def has_pending(self) -> bool:
+        """Whether some item is not yet read by this reader."""
+        q = self.queue
+        return q._base + len(q._items) > q._cursors[self.index]
+
     def pending_bytes(self) -> int:
         """Bytes of the batches not yet read by this reader."""
         return self.queue._pending_bytes(self)

@@ -73,6 +73,9 @@ class SharedJoinOp:
     right_keys: tuple[L.BExpr, ...]
     routes: tuple[tuple[SideWindow, SideWindow], ...]
     policy: str = "mqt"
+    # Routes read only through filters by Istream: their retractions matter only where they
+    # may cancel an equal insertion at the same instant (engine/operators/shared_join.py).
+    istream_routes: frozenset[int] = frozenset()
 
     @property
     def schema(self) -> tuple[L.Field, ...]:
@@ -187,6 +190,10 @@ def _rewrite(plan: PhysicalPlan, groups: list[list[_Candidate]], policy: str) ->
         first = cands[0]
         jop: L.Join = first.join.op  # type: ignore[assignment]
         routes = tuple(sorted({c.windows for c in cands}))
+        istream = frozenset(
+            i for i, w in enumerate(routes)
+            if all(_read_by_istream_only(plan, c.join.id) for c in cands if c.windows == w)
+        )
         shared = SharedJoinOp(
             plan.nodes[first.streams[0]].op,
             plan.nodes[first.streams[1]].op,
@@ -194,6 +201,7 @@ def _rewrite(plan: PhysicalPlan, groups: list[list[_Candidate]], policy: str) ->
             jop.right_keys,
             routes,
             policy,
+            istream,
         )
         every = [q for c in cands for q in c.join.queries]
         shared_id = add(shared, list(first.streams), every)
@@ -232,6 +240,22 @@ def _rewrite(plan: PhysicalPlan, groups: list[list[_Candidate]], policy: str) ->
     ]
     sinks = [replace(s, input=new_id[s.input]) for s in sinks]
     return PhysicalPlan(out, sinks, dict(plan.source_columns))
+
+
+def _read_by_istream_only(plan: PhysicalPlan, node_id: int) -> bool:
+    """Whether every reader of the node is an Istream, directly or through filters (which keep
+    or drop equal rows alike), and no sink reads it or a filter between."""
+    readers = plan.consumers(node_id)
+    if not readers or any(s.input == node_id for s in plan.sinks):
+        return False
+    for i in readers:
+        op = plan.nodes[i].op
+        if isinstance(op, L.Filter):
+            if not _read_by_istream_only(plan, i):
+                return False
+        elif not (isinstance(op, L.RelToStream) and op.op == "istream"):
+            return False
+    return True
 
 
 def _topological(nodes: list[PhysicalNode]) -> list[PhysicalNode]:

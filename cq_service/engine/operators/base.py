@@ -35,6 +35,7 @@ class Operator(ABC):
     """Reads input queues, writes one output queue."""
 
     kind = "operator"
+    is_source: ClassVar[bool] = False  # (a class flag: isinstance on an ABC is slow per step)
     # Attributes that are structure, not state: built from the plan (queues, readers, compiled
     # expressions) or counters of this process (which start again at 0, as Prometheus counters
     # do), never saved by `snapshot`. Each class lists its own; `snapshot` takes the union over
@@ -64,7 +65,7 @@ class Operator(ABC):
     high_water = 262_144
 
     def runnable(self) -> bool:
-        return self.output.rows < self.high_water and any(r.pending() for r in self.inputs)
+        return self.output.rows < self.high_water and any(r.has_pending() for r in self.inputs)
 
     @abstractmethod
     def run(self, budget: int) -> int:

@@ -330,19 +330,21 @@ class JoinSide:
             idx = positions + start
             pidx = pa.array(idx)
             return [c.take(pidx) for c in r.columns], r.w[idx]
-        order, parts = self._by_run(positions)
-        cols: list[list[pa.Array]] = [[] for _ in runs[0][0].columns]
-        ws = []
-        for r, idx, _ in parts:
-            pidx = pa.array(idx)
-            for out, c in zip(cols, r.columns):
-                out.append(c.take(pidx))
-            ws.append(r.w[idx])
-        if order is None:
-            return [pa.concat_arrays(c) for c in cols], np.concatenate(ws)
-        back = np.argsort(order, kind="stable")  # from sorted positions back to the asked order
-        pback = pa.array(back)
-        return [pa.concat_arrays(c).take(pback) for c in cols], np.concatenate(ws)[back]
+        # Positions count the live rows across the runs in order, so they index the runs'
+        # columns as one chunked array: one take per column, whatever the number of runs.
+        pidx = pa.array(positions)
+        cols = []
+        for k in range(len(runs[0][0].columns)):
+            chunks = [r.columns[k].slice(start) if start else r.columns[k] for r, start, _ in runs]
+            taken = pa.chunked_array(chunks, type=chunks[0].type).take(pidx)
+            cols.append(taken.chunk(0) if taken.num_chunks == 1 else taken.combine_chunks())
+        w = np.empty(len(positions), np.int64)
+        which = np.searchsorted(np.array([b for _, _, b in runs]), positions, side="right") - 1
+        for i, (r, start, base) in enumerate(runs):
+            here = which == i
+            if here.any():
+                w[here] = r.w[positions[here] - base + start]
+        return cols, w
 
     def _contiguous(self) -> tuple[list[pa.Array], list[pa.Array], np.ndarray]:
         """Every live row as single arrays (columns, keys, weights)."""

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from cq_service.cql.logical import BExpr
 from cq_service.engine.batch import EMPTY_TICKS, Batch, merge_ticks, unique_sorted
@@ -37,6 +38,7 @@ from cq_service.engine.operators.base import NEVER, MultiInputOperator, UnaryOpe
 from cq_service.engine.operators.join import key_columns, take_columns
 from cq_service.engine.operators.join_synopsis import JoinSide
 from cq_service.engine.queues import Heartbeat, Queue, QueueReader
+from cq_service.engine.retract import row_hash
 from cq_service.plan.shared_joins import SHARED_JOIN_POLICIES, SideWindow
 
 __all__ = ["RoutedBatch", "SharedJoin", "SharedJoinRoute"]
@@ -83,12 +85,34 @@ class RoutedBatch(Batch):
 
 class _Store:
     """One input's retained tuples in arrival order, with their keys indexed (`JoinSide`) and
-    their timestamps by position (a tuple's position counts every tuple of its input)."""
+    their timestamps by position (a tuple's position counts every tuple of its input).
 
-    def __init__(self) -> None:
+    With `twins` on, it also counts the retained tuples by the hash of their values, so that
+    `append` can say which new tuples may equal an earlier one (see `SharedJoin.istream_routes`).
+    """
+
+    def __init__(self, twins: bool = False) -> None:
         self.rows = JoinSide()
         self.ts = np.empty(0, np.int64)
         self.base = 0  # the position of the first retained tuple
+        self.twins = twins
+        self.hashes = np.empty(0, np.uint64)  # per retained tuple (with `twins`)
+        self.by_hash: dict[int, int] = {}  # retained tuples per hash (with `twins`)
+
+    def __setstate__(self, state: dict) -> None:
+        # A snapshot from before `twins` existed: such a store counts no hashes (`count_twins`).
+        self.__dict__.update({"twins": False, "hashes": np.empty(0, np.uint64), "by_hash": {}})
+        self.__dict__.update(state)
+
+    def count_twins(self) -> None:
+        """Start counting the retained tuples by hash (a store restored without the counts)."""
+        if self.twins:
+            return
+        self.twins = True
+        self.hashes = row_hash(list(self.rows._contiguous()[0])) if len(self.ts) else self.hashes
+        self.by_hash = {}
+        for v in self.hashes.tolist():
+            self.by_hash[v] = self.by_hash.get(v, 0) + 1
 
     @property
     def count(self) -> int:
@@ -98,9 +122,25 @@ class _Store:
     def nbytes(self) -> int:
         return self.rows.nbytes() + self.ts.nbytes
 
-    def append(self, batch: Batch, keys: list[pa.Array]) -> None:
+    def append(self, batch: Batch, keys: list[pa.Array]) -> np.ndarray | None:
+        """Add the batch's tuples; with `twins`, returns which of them may equal (in every
+        value) a tuple added before it, retained or earlier in the batch."""
         self.rows.append_rows(list(batch.columns), keys)
         self.ts = np.concatenate([self.ts, batch.ts])
+        if not self.twins:
+            return None
+        h = row_hash(list(batch.columns))
+        self.hashes = np.concatenate([self.hashes, h])
+        twin = np.zeros(len(h), bool)
+        counts = self.by_hash
+        for i, v in enumerate(h.tolist()):
+            seen = counts.get(v, 0)
+            twin[i] = seen > 0
+            counts[v] = seen + 1
+        for c in batch.columns:  # NaN payloads hash apart yet may group together: assume twins
+            if pa.types.is_floating(c.type):
+                twin |= np.asarray(pc.is_nan(c).fill_null(False))
+        return twin
 
     def exits(self, pos: np.ndarray, win: SideWindow) -> np.ndarray:
         """The instant each tuple at `pos` leaves `win` (NEVER_EXITS: not known yet)."""
@@ -165,6 +205,15 @@ class _Store:
             self.rows.drop_oldest(k)
             self.ts = self.ts[k:]
             self.base = keep
+            if self.twins:
+                counts = self.by_hash
+                for v in self.hashes[:k].tolist():
+                    left = counts[v] - 1
+                    if left:
+                        counts[v] = left
+                    else:
+                        del counts[v]
+                self.hashes = self.hashes[k:]
 
 
 @dataclass
@@ -184,6 +233,7 @@ class _Job:
     unit: int = 0
     parts: list[tuple] = field(default_factory=list)
     whole: bool = False  # all units in one go (LWO; a release without tuples, see on_heartbeat)
+    twins: np.ndarray = field(default_factory=lambda: EMPTY_TICKS)  # instants of new tuples that may equal an earlier one
     held_rows: int = 0  # the pairs in `parts`, and their bytes (as `state_size` counts them)
     held_bytes: int = 0
 
@@ -198,7 +248,7 @@ class SharedJoin(MultiInputOperator):
     joins"); every policy gives the same results."""
 
     kind = "shared join"
-    STRUCTURE = frozenset({"_key_ev", "routes", "policy"})
+    STRUCTURE = frozenset({"_key_ev", "routes", "policy", "istream_routes"})
 
     def __init__(
         self,
@@ -209,6 +259,7 @@ class SharedJoin(MultiInputOperator):
         right_keys: tuple[BExpr, ...],
         routes: tuple[tuple[SideWindow, SideWindow], ...],
         policy: str = "lwo",
+        istream_routes: frozenset[int] = frozenset(),
     ):
         super().__init__(name, inputs, output)
         if policy not in POLICIES:
@@ -216,7 +267,9 @@ class SharedJoin(MultiInputOperator):
         self._key_ev = ([compile_expr(e) for e in left_keys], [compile_expr(e) for e in right_keys])
         self.routes = routes
         self.policy = policy
-        self._stores = (_Store(), _Store())
+        self.istream_routes = istream_routes
+        twins = bool(istream_routes)
+        self._stores = (_Store(twins), _Store(twins))
         self._ready: list[Batch | None] = [None, None]
         self._done = NEVER  # the last heartbeat released
         self._jobs: list[_Job] = []  # releases not yet complete, oldest first (SWF, MQT)
@@ -235,6 +288,12 @@ class SharedJoin(MultiInputOperator):
             rows += job.held_rows
             nbytes += job.held_bytes
         return rows, nbytes
+
+    def restore(self, state: dict) -> None:
+        super().restore(state)
+        if self.istream_routes:
+            for store in self._stores:
+                store.count_twins()
 
     # -- executor-facing: SWF and MQT keep work between runs ------------------------------------
 
@@ -304,12 +363,15 @@ class SharedJoin(MultiInputOperator):
         stores = self._stores
         first = [s.count for s in stores]
         keys: list[list[pa.Array] | None] = [None, None]
+        twins = []
         for port, b in enumerate(new):
             if b is not None:
                 keys[port] = self._keys(port, b)
-                stores[port].append(b, keys[port])  # type: ignore[arg-type]
+                twin = stores[port].append(b, keys[port])  # type: ignore[arg-type]
+                if twin is not None and twin.any():
+                    twins.append(unique_sorted(b.ts[twin]))
         job = _Job(new, keys, first, [s.count for s in stores], self._done, upto, ticks,
-                   self.stamp)
+                   self.stamp, twins=merge_ticks(*twins) if twins else EMPTY_TICKS)
         self._done = upto
         if not self._jobs and self._idle(job):
             return  # nothing arrives or leaves: only the heartbeat goes on
@@ -351,6 +413,7 @@ class SharedJoin(MultiInputOperator):
                     ]
             a.after, a.upto = b.after, b.upto
             a.ticks = merge_ticks(a.ticks, b.ticks)
+            a.twins = merge_ticks(a.twins, b.twins)
             a.parts.extend(b.parts)
             a.held_rows += b.held_rows
             a.held_bytes += b.held_bytes
@@ -450,6 +513,8 @@ class SharedJoin(MultiInputOperator):
             if win.kind == "range":
                 changes.append(exit_at)
             alive = mine.ts[pos - mine.base] < exit_at  # else never in the window
+            if i in self.istream_routes:  # only where an equal insertion may come at the exit
+                alive &= np.isin(exit_at, job.twins)
             pos, exit_at = pos[alive], exit_at[alive]
             if not len(pos):
                 continue

@@ -40,6 +40,7 @@ class DeadLetters(Protocol):
 
 
 class SourceOperator(Operator):
+    is_source = True
     kind = "source"
     STRUCTURE = frozenset(
         {"reader", "dead_letters", "_on_close", "late_count", "malformed_count"}

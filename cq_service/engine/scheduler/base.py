@@ -31,7 +31,7 @@ def ready(operators: list[Operator]) -> list[Operator]:
     return [
         op
         for op in operators
-        if not isinstance(op, SourceOperator) and op.runnable() and not op.blocked()
+        if not op.is_source and op.runnable() and not op.blocked()
     ]
 
 
@@ -41,7 +41,7 @@ def fallback(operators: list[Operator]) -> Operator | None:
     best: SourceOperator | None = None
     for op in operators:
         if (
-            isinstance(op, SourceOperator)
+            op.is_source
             and op.runnable()
             and (best is None or op.watermark < best.watermark)
         ):

@@ -99,3 +99,19 @@ def test_a_window_the_query_may_adjust_stays_its_own(tmp_path: Path) -> None:
         qos="{window: {A: [2, 5], B: [2, 5]}}",
     )
     assert not _shared(plan)
+
+
+def test_routes_read_only_by_istream_are_marked(tmp_path: Path) -> None:
+    """Only a route whose every reader is an Istream, directly or through a filter, may skip
+    the retractions no equal insertion meets (engine/operators/shared_join.py)."""
+    _, plan = _plan(tmp_path, {
+        "direct": "SELECT Istream(*) FROM A [Range 5], B [Range 5] WHERE A.k = B.k",
+        "filtered": "SELECT Istream(*) FROM A [Range 9], B [Range 9] WHERE A.k = B.k AND A.x > 1",
+        "projected": "SELECT Istream(A.x) FROM A [Range 20], B [Range 20] WHERE A.k = B.k",
+        "relation": "SELECT * FROM A [Range 30], B [Range 30] WHERE A.k = B.k",
+        "mixed_i": "SELECT Istream(*) FROM A [Range 40], B [Range 40] WHERE A.k = B.k",
+        "mixed_d": "SELECT Dstream(*) FROM A [Range 40], B [Range 40] WHERE A.k = B.k",
+    })
+    (shared,) = _shared(plan)
+    sizes = [int(str(a).split()[1].rstrip("]")) for a, _ in shared.routes]
+    assert sorted(sizes[i] for i in shared.istream_routes) == [5, 9]
