@@ -108,7 +108,13 @@ def _make(
     name = f"#{node.id}"
     maker = _MAKERS[type(op)]
     return maker(
-        op, name, ins, out, readers=readers, options=options, dead_letters=dead_letters,
+        op,
+        name,
+        ins,
+        out,
+        readers=readers,
+        options=options,
+        dead_letters=dead_letters,
         filter_order=filter_order,
     )
 

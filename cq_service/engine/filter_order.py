@@ -105,13 +105,57 @@ def split_conjuncts(e: BExpr) -> list[BExpr]:
 # Functions whose value at a row depends only on that row and that never raise on data
 # (docs/semantics.md: errors yield NULL). A function added to the expression compiler is not
 # movable until it is reviewed and listed here.
-ROW_WISE_FUNCTIONS = frozenset({
-    "abs", "add", "and", "ceil", "coalesce", "concat", "concat_op", "div", "eq", "exp", "floor",
-    "ge", "greatest", "gt", "ilike", "in_list", "is_not_null", "is_null", "le", "least", "left",
-    "length", "like", "ln", "log10", "lower", "lt", "ltrim", "mod", "mul", "ne", "neg", "not",
-    "nullif", "or", "power", "replace", "right", "round", "rtrim", "sign", "sqrt", "strpos",
-    "sub", "substr", "trim", "upper",
-})
+ROW_WISE_FUNCTIONS = frozenset(
+    {
+        "abs",
+        "add",
+        "and",
+        "ceil",
+        "coalesce",
+        "concat",
+        "concat_op",
+        "div",
+        "eq",
+        "exp",
+        "floor",
+        "ge",
+        "greatest",
+        "gt",
+        "ilike",
+        "in_list",
+        "is_not_null",
+        "is_null",
+        "le",
+        "least",
+        "left",
+        "length",
+        "like",
+        "ln",
+        "log10",
+        "lower",
+        "lt",
+        "ltrim",
+        "mod",
+        "mul",
+        "ne",
+        "neg",
+        "not",
+        "nullif",
+        "or",
+        "power",
+        "replace",
+        "right",
+        "round",
+        "rtrim",
+        "sign",
+        "sqrt",
+        "strpos",
+        "sub",
+        "substr",
+        "trim",
+        "upper",
+    }
+)
 
 
 def movable(e: BExpr) -> bool:

@@ -32,9 +32,7 @@ __all__ = ["Select"]
 
 class Select(UnaryOperator):
     kind = "select"
-    STRUCTURE = frozenset({
-        "_preds", "_refs", "orderer", "evaluated", "profiled", "conjuncts",
-    })
+    STRUCTURE = frozenset({"_preds", "_refs", "orderer", "evaluated", "profiled", "conjuncts"})
 
     def __init__(
         self,
