@@ -38,8 +38,9 @@ class AGreedy(ProfilingOrderer):
         alpha: float = 0.9,
         seed: int = 0,
         unit_costs: bool = False,
+        start: Sequence[int] | None = None,
     ):
-        super().__init__(n, p=p, alpha=alpha, seed=seed, unit_costs=unit_costs)
+        super().__init__(n, p=p, alpha=alpha, seed=seed, unit_costs=unit_costs, start=start)
         self.window = ProfileWindow(n, window)
         self.view = MatrixView(n)
 
@@ -63,8 +64,10 @@ class AGreedy(ProfilingOrderer):
         return None
 
     def check(self) -> None:
-        i = self.violation()
-        if i is not None:
+        for _ in range(self.n):  # each correction fixes a prefix; a few always suffice
+            i = self.violation()
+            if i is None:
+                return
             self.correct(i)
 
     def correct(self, i: int) -> None:

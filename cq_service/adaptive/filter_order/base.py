@@ -23,14 +23,23 @@ class ProfilingOrderer(ABC):
     name = "adaptive"
 
     def __init__(
-        self, n: int, *, p: float, alpha: float = 0.9, seed: int = 0, unit_costs: bool = False
+        self,
+        n: int,
+        *,
+        p: float,
+        alpha: float = 0.9,
+        seed: int = 0,
+        unit_costs: bool = False,
+        start: Sequence[int] | None = None,
     ):
         if not 0 <= p <= 1:
             raise ValueError(f"drop-profiling probability must be in [0, 1], got {p}")
         if not 0 < alpha <= 1:
             raise ValueError(f"thrash guard alpha must be in (0, 1], got {alpha}")
         self.n, self.p, self.alpha = n, p, alpha
-        self.current = list(range(n))
+        self.current = list(range(n)) if start is None else list(start)
+        if sorted(self.current) != list(range(n)):
+            raise ValueError(f"not an order of {n} filters: {self.current}")
         self.costs = FilterCosts(n, unit=unit_costs)
         self.switches = 0  # order changes so far
         self._rng = np.random.default_rng(seed)

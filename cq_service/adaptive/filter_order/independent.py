@@ -30,8 +30,9 @@ class Independent(ProfilingOrderer):
         alpha: float = 0.9,
         seed: int = 0,
         unit_costs: bool = False,
+        start: Sequence[int] | None = None,
     ):
-        super().__init__(n, p=p, alpha=alpha, seed=seed, unit_costs=unit_costs)
+        super().__init__(n, p=p, alpha=alpha, seed=seed, unit_costs=unit_costs, start=start)
         self.window = ProfileWindow(n, window)
         self.first_row = np.zeros(n, dtype=np.int64)  # V[1, ·] by filter index
 

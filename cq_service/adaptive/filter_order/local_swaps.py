@@ -31,8 +31,9 @@ class LocalSwaps(ProfilingOrderer):
         alpha: float = 0.9,
         seed: int = 0,
         unit_costs: bool = False,
+        start: Sequence[int] | None = None,
     ):
-        super().__init__(n, p=p, alpha=alpha, seed=seed, unit_costs=unit_costs)
+        super().__init__(n, p=p, alpha=alpha, seed=seed, unit_costs=unit_costs, start=start)
         self.window = ProfileWindow(n, window)
 
     def profile_positions(self, position: int) -> Sequence[int]:

@@ -36,8 +36,9 @@ class Sweep(ProfilingOrderer):
         stage: int | None = None,
         seed: int = 0,
         unit_costs: bool = False,
+        start: Sequence[int] | None = None,
     ):
-        super().__init__(n, p=p, alpha=alpha, seed=seed, unit_costs=unit_costs)
+        super().__init__(n, p=p, alpha=alpha, seed=seed, unit_costs=unit_costs, start=start)
         self.window = ProfileWindow(n, window)
         self.stage = stage if stage is not None else max(1, window // 5)
         self.j = 1  # the profiled position

@@ -94,9 +94,8 @@ class Select(UnaryOperator):
             survivors = np.flatnonzero(mask) if survivors is None else survivors[mask]
         for f in range(k):
             self.evaluated[f] += rows[f]
-        if profile or any(rows):
-            known, drops = self._profile(batch, order, profile)
-            orderer.observe(rows, seconds, known, drops)
+        known, drops = self._profile(batch, order, profile)
+        orderer.observe(rows, seconds, known, drops)
         return batch if survivors is None else batch.take(survivors)
 
     def _gather(self, f: int, batch: Batch, at: np.ndarray) -> list:
@@ -117,10 +116,12 @@ class Select(UnaryOperator):
         total = sum(len(r) for _, r in profile)
         known = np.zeros((total, k), dtype=bool)
         drops = np.zeros((total, k), dtype=bool)
+        arrival = np.empty(total, dtype=np.int64)
         start = 0
         for pos, at in profile:
             block = slice(start, start + len(at))
             start += len(at)
+            arrival[block] = at
             before = list(order[: pos + 1])
             known[block, before] = True
             drops[block, order[pos]] = True
@@ -130,4 +131,5 @@ class Select(UnaryOperator):
                 known[block, f] = True
                 drops[block, f] = ~mask
         self.profiled += total
-        return known, drops
+        first = np.argsort(arrival, kind="stable")  # the profile window is in arrival order
+        return known[first], drops[first]
