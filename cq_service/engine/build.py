@@ -216,8 +216,8 @@ _MAKERS: dict[type, Callable[..., Operator]] = {
         name, ins, out, op.predicate, filter_order
     ),
     L.Project: lambda op, name, ins, out, **_: Project(name, ins, out, op.exprs),
-    L.Join: lambda op, name, ins, out, **_: Join(
-        name, ins, out, op.left_keys, op.right_keys, op.residual
+    L.Join: lambda op, name, ins, out, filter_order=None, **_: Join(
+        name, ins, out, op.left_keys, op.right_keys, op.residual, filter_order
     ),
     L.MarkJoin: _mark_join,
     L.Aggregate: lambda op, name, ins, out, **_: Aggregate(

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from cq_service.catalog import CatalogUnavailable, PipelineControlRecord
 from cq_service.compiler import compile_pipeline
 from cq_service.engine.operators.base import NEVER
+from cq_service.engine.operators.join import Join
 from cq_service.engine.operators.range_window import RangeWindow
 from cq_service.engine.operators.select import Select
 from cq_service.plan.explain import explain
@@ -138,7 +139,7 @@ def explain_pipeline(worker: Worker, pipeline: str) -> str:
     orders = [
         f"\n  {op.name} {op.describe()}"
         for op in worker.engine.executor.operators
-        if isinstance(op, Select) and op.owner == spec.name and len(op.conjuncts) > 1
+        if isinstance(op, Select | Join) and op.owner == spec.name and "[" in op.describe()
     ]
     if orders:
         text += "\nfilter orders now (F1.. as written):" + "".join(orders)

@@ -70,3 +70,21 @@ def test_every_filter_order_gives_the_reference_result(case: strat.Case) -> None
             pipeline = _with(case, "a-greedy")
             engine_out, reference_out = run_both(Path(d) / "switching", pipeline, case.data)
         assert_same(engine_out, reference_out)
+
+
+@settings(
+    max_examples=max(1, EXAMPLES // 2),
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(strat.cases(strat.join_queries))
+def test_join_residuals_and_pushed_filters_under_switching_orders(case: strat.Case) -> None:
+    """Joins' residual predicates and the filters pushed below them are ordered too."""
+    with tempfile.TemporaryDirectory(prefix="cq-prop-") as d:
+        engine_out, reference_out = run_both(Path(d) / "ag", _with(case, "a-greedy"), case.data)
+        assert_same(engine_out, reference_out)
+        with mock.patch.dict(ALGORITHMS, {"a-greedy": lambda n, seed=0: Switching(n, seed)}):
+            pipeline = _with(case, "a-greedy")
+            engine_out, reference_out = run_both(Path(d) / "switching", pipeline, case.data)
+        assert_same(engine_out, reference_out)

@@ -1,29 +1,12 @@
-"""Selection: keep the elements whose predicate is TRUE, one conjunct at a time.
-
-The predicate's conjuncts run in the order a `ConjunctOrderer` chooses (engine/filter_order.py),
-each on the rows that survived the ones before it (an index of surviving rows; only the columns
-a conjunct reads are gathered). Any order keeps exactly the rows whose every conjunct is TRUE.
-"""
+"""Selection: keep the elements whose predicate is TRUE, one conjunct at a time in the order
+the injected orderer chooses (engine/conjunction.py)."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Sequence
-
-import numpy as np
-import pyarrow as pa
-
-from cq_service.cql.bind_expr import column_refs
 from cq_service.cql.logical import BExpr
 from cq_service.engine.batch import Batch
-from cq_service.engine.expressions import Predicate, compile_predicate
-from cq_service.engine.filter_order import (
-    ConjunctOrderer,
-    OrdererFactory,
-    StaticOrder,
-    movable,
-    split_conjuncts,
-)
+from cq_service.engine.conjunction import Conjunction
+from cq_service.engine.filter_order import OrdererFactory
 from cq_service.engine.operators.base import UnaryOperator
 from cq_service.engine.queues import Queue, QueueReader
 
@@ -32,7 +15,7 @@ __all__ = ["Select"]
 
 class Select(UnaryOperator):
     kind = "select"
-    STRUCTURE = frozenset({"_preds", "_refs", "orderer", "evaluated", "profiled", "conjuncts"})
+    STRUCTURE = frozenset({"conjunction"})
 
     def __init__(
         self,
@@ -43,93 +26,11 @@ class Select(UnaryOperator):
         orderer: OrdererFactory | None = None,
     ):
         super().__init__(name, inputs, output)
-        self.conjuncts = split_conjuncts(predicate)
-        n = len(self.conjuncts)
-        self._preds: list[Predicate] = [compile_predicate(c) for c in self.conjuncts]
-        self._refs = [sorted(column_refs(c)) for c in self.conjuncts]
-        # A conjunct that is not safe to move pins the written order (engine/filter_order.py).
-        adaptive = n > 1 and orderer is not None and all(movable(c) for c in self.conjuncts)
-        self.orderer: ConjunctOrderer = orderer(n) if adaptive else StaticOrder(n)  # type: ignore[misc]
-        self.evaluated = [0] * n  # rows each conjunct was evaluated on (profiling excluded)
-        self.profiled = 0  # profile tuples made
+        self.conjunction = Conjunction(predicate, orderer)
 
     def describe(self) -> str:
-        if len(self.conjuncts) < 2:
-            return self.kind
-        order = ", ".join(f"F{f + 1}" for f in self.orderer.order())
-        return f"{self.kind} [{self.orderer.name}: {order}]"
+        order = self.conjunction.describe()
+        return f"{self.kind} [{order}]" if order else self.kind
 
     def on_batch(self, batch: Batch) -> None:
-        n = len(batch)
-        if n and len(self._preds) == 1:
-            batch = batch.filter(self._preds[0](batch.columns, n))
-        elif n:
-            batch = self._conjunctive(batch)
-        self.emit(batch)
-
-    def _conjunctive(self, batch: Batch) -> Batch:
-        orderer = self.orderer
-        order = list(orderer.order())
-        k = len(order)
-        rows = [0] * k
-        seconds = [0.0] * k
-        survivors: np.ndarray | None = None  # None: every row
-        profile: list[tuple[int, np.ndarray]] = []
-        for pos, f in enumerate(order):
-            m = len(batch) if survivors is None else len(survivors)
-            if m == 0:
-                break
-            cols = batch.columns if survivors is None else self._gather(f, batch, survivors)
-            start = time.perf_counter()
-            mask = self._preds[f](cols, m)
-            seconds[f] += time.perf_counter() - start
-            rows[f] += m
-            if mask.all():
-                continue
-            dropped = np.flatnonzero(~mask)
-            picked = orderer.sample(pos, len(dropped))
-            if len(picked):
-                at = dropped[picked]
-                profile.append((pos, at if survivors is None else survivors[at]))
-            survivors = np.flatnonzero(mask) if survivors is None else survivors[mask]
-        for f in range(k):
-            self.evaluated[f] += rows[f]
-        known, drops = self._profile(batch, order, profile)
-        orderer.observe(rows, seconds, known, drops)
-        return batch if survivors is None else batch.take(survivors)
-
-    def _gather(self, f: int, batch: Batch, at: np.ndarray) -> list:
-        """Batch columns at rows `at`, only those conjunct `f` reads (others None)."""
-        pidx = pa.array(at, type=pa.int64())
-        cols: list = [None] * batch.num_columns
-        for c in self._refs[f]:
-            cols[c] = batch.columns[c].take(pidx)
-        return cols
-
-    def _profile(
-        self, batch: Batch, order: Sequence[int], profile: list[tuple[int, np.ndarray]]
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Profile tuples of the sampled dropped rows: the filters before the one that dropped
-        a row passed it, that one dropped it, and the positions the orderer asks for are
-        evaluated on it now."""
-        k = len(order)
-        total = sum(len(r) for _, r in profile)
-        known = np.zeros((total, k), dtype=bool)
-        drops = np.zeros((total, k), dtype=bool)
-        arrival = np.empty(total, dtype=np.int64)
-        start = 0
-        for pos, at in profile:
-            block = slice(start, start + len(at))
-            start += len(at)
-            arrival[block] = at
-            before = list(order[: pos + 1])
-            known[block, before] = True
-            drops[block, order[pos]] = True
-            for q in self.orderer.profile_positions(pos):
-                f = order[q]
-                mask = self._preds[f](self._gather(f, batch, at), len(at))
-                known[block, f] = True
-                drops[block, f] = ~mask
-        self.profiled += total
-        first = np.argsort(arrival, kind="stable")  # the profile window is in arrival order
-        return known[first], drops[first]
+        self.emit(self.conjunction.apply(batch))

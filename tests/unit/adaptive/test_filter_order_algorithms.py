@@ -88,8 +88,8 @@ def _run(op: Select, batches: int, seed: int = 3) -> None:
 def test_each_variant_finds_the_optimal_order_of_independent_filters(cls):
     op = _independent_select(lambda n: cls(n, unit_costs=True))
     _run(op, 120)
-    assert list(op.orderer.order()) == [2, 1, 0]
-    assert op.profiled > 0
+    assert list(op.conjunction.orderer.order()) == [2, 1, 0]
+    assert op.conjunction.profiled > 0
 
 
 def test_costs_decide_between_equally_selective_filters():

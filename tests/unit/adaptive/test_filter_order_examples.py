@@ -26,7 +26,7 @@ F1, F2, F3, F4 = 0, 1, 2, 3
 def test_example_4_2_1_probe_totals(order, probes):
     op = select(TABLES_4_2_1, lambda n: FixedOrder(order))
     assert feed(op, INPUT_4_2_1) == [1, 1]
-    assert sum(op.evaluated) == probes
+    assert sum(op.conjunction.evaluated) == probes
 
 
 def _a_greedy_at_f3_f1_f2_f4(n: int) -> AGreedy:
@@ -109,10 +109,10 @@ def _evaluations_per_tuple(n: int, make, shuffle: bool) -> float:
 
     for _ in range(60):  # converge
         assert feed(op, batch()) == []
-    before = sum(op.evaluated)
+    before = sum(op.conjunction.evaluated)
     for _ in range(20):
         feed(op, batch())
-    return (sum(op.evaluated) - before) / (20 * len(values))
+    return (sum(op.conjunction.evaluated) - before) / (20 * len(values))
 
 
 @pytest.mark.parametrize("n", [3, 5, 8])

@@ -109,7 +109,7 @@ def test_every_order_keeps_the_same_rows(order):
 
     op, got = _run(pred, Fixed, batches)
     assert got == _expected(pred, batches)
-    assert op.evaluated[order[0]] == sum(len(bt) for bt in batches)
+    assert op.conjunction.evaluated[order[0]] == sum(len(bt) for bt in batches)
 
 
 def test_switching_orders_every_batch_with_profiling_keeps_the_same_rows():
@@ -117,7 +117,7 @@ def test_switching_orders_every_batch_with_profiling_keeps_the_same_rows():
     batches = [_batch(s, n) for s, n in zip(range(20), [1, 2, 0, 50, 7] * 4, strict=True)]
     op, got = _run(pred, Switching, batches)
     assert got == _expected(pred, batches)
-    assert op.orderer.seen == op.profiled > 0
+    assert op.conjunction.orderer.seen == op.conjunction.profiled > 0
 
 
 def test_a_conjunct_that_is_not_movable_keeps_the_written_order(monkeypatch):
@@ -126,7 +126,7 @@ def test_a_conjunct_that_is_not_movable_keeps_the_written_order(monkeypatch):
     monkeypatch.setattr(filter_order, "ROW_WISE_FUNCTIONS", frozenset({"and", "gt", "ne", "div"}))
     assert not movable(CONJUNCTS[2])
     op, _ = _run(pred, Switching, [_batch(0)])
-    assert isinstance(op.orderer, StaticOrder)
+    assert isinstance(op.conjunction.orderer, StaticOrder)
 
 
 def test_every_compiled_function_is_reviewed_as_row_wise():
@@ -137,4 +137,4 @@ def test_every_compiled_function_is_reviewed_as_row_wise():
 
 def test_one_conjunct_needs_no_orderer():
     op, _ = _run(CONJUNCTS[0], Switching, [_batch(0)])
-    assert isinstance(op.orderer, StaticOrder) and op.describe() == "select"
+    assert isinstance(op.conjunction.orderer, StaticOrder) and op.describe() == "select"
