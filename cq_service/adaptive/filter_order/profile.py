@@ -71,13 +71,14 @@ class FilterCosts:
     """a_i: each filter's time per row evaluated, amortised over batches.
 
     Seconds and rows are summed per filter with weights decaying by `decay` per observation, so
-    a fixed per-call overhead is spread over the rows of many batches and old conditions fade.
-    A filter never measured gets the mean of the measured ones (all 1.0 while none is): the
-    ratios the invariants compare are then unbiased by the lack of data. `unit` ignores the
-    times (every a_i = 1, the thesis' examples)."""
+    old conditions fade. An evaluation over fewer than `min_rows` rows is not counted: its
+    fixed per-call overhead would dominate and make a filter that runs late (on few rows) look
+    expensive, keeping it late. A filter never measured gets the mean of the measured ones
+    (all 1.0 while none is), so the ratios the invariants compare are not biased by a lack of
+    data. `unit` ignores the times (every a_i = 1, as in the thesis' examples)."""
 
-    def __init__(self, n: int, decay: float = 0.9, unit: bool = False):
-        self.decay, self.unit = decay, unit
+    def __init__(self, n: int, decay: float = 0.9, unit: bool = False, min_rows: int = 256):
+        self.decay, self.unit, self.min_rows = decay, unit, min_rows
         self._seconds = np.zeros(n)
         self._rows = np.zeros(n)
 
@@ -85,7 +86,7 @@ class FilterCosts:
         if self.unit:
             return
         r = np.asarray(rows, dtype=float)
-        seen = r > 0
+        seen = r >= max(1, self.min_rows)
         self._seconds[seen] = self._seconds[seen] * self.decay + np.asarray(seconds)[seen]
         self._rows[seen] = self._rows[seen] * self.decay + r[seen]
 

@@ -53,10 +53,12 @@ def test_profile_window_keeps_the_last_tuples_in_order():
 
 
 def test_costs_are_amortised_per_row_and_fill_gaps_with_the_mean():
-    c = FilterCosts(3)
+    c = FilterCosts(3, min_rows=10)
     assert c.values().tolist() == [1.0, 1.0, 1.0]
     c.observe([100, 10, 0], [1.0, 0.2, 0.0])
     assert c.values().tolist() == pytest.approx([0.01, 0.02, 0.015])
+    c.observe([1000, 5, 0], [1.0, 5.0, 0.0])  # 5 rows: too few to count
+    assert c.values().tolist() == pytest.approx([1.9 / 1090, 0.02, (1.9 / 1090 + 0.02) / 2])
     assert FilterCosts(2, unit=True).values().tolist() == [1.0, 1.0]
 
 
@@ -95,7 +97,7 @@ def test_each_variant_finds_the_optimal_order_of_independent_filters(cls):
 def test_costs_decide_between_equally_selective_filters():
     """Two filters dropping half each: the cheaper runs first (a_i from observed times)."""
     ag = AGreedy(2, p=1.0, window=100)
-    ag.costs.observe([1, 1], [5.0, 1.0])  # F1 five times as expensive
+    ag.costs.observe([1000, 1000], [5.0, 1.0])  # F1 five times as expensive
     rng = np.random.default_rng(0)
     d = rng.random((100, 2)) < 0.5
     d = d[d.any(axis=1)]

@@ -61,7 +61,7 @@ def converged(drops, weights, costs, alpha: float) -> AGreedy:
     profile = np.repeat(drops, weights, axis=0)
     profile = profile[profile.any(axis=1)]
     ag = AGreedy(n, p=1.0, window=max(1, len(profile)), alpha=alpha)
-    ag.costs.observe([1] * n, costs.tolist())
+    ag.costs.observe([1000] * n, (costs * 1000).tolist())
     ag.add_profiles(np.ones_like(profile), profile)
     ag.check()
     return ag
