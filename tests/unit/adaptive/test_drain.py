@@ -84,11 +84,8 @@ def test_a_window_tells_what_it_will_still_hold_after_a_shrink() -> None:
     assert rows == 31 + 11
     xs = np.array([0, 5, 10, 20, 31, 40], dtype=np.int64)
     held = w.held_after(w.seen + xs) / per_row
-    expected = [
-        len([t for t in range(69, 100) if t + 51 > 119 + x])
-        + len([t for t in range(109, 120) if t + 11 > 119 + x])
-        for x in xs
-    ]
+    expected = [len([t for t in range(69, 100) if t + 51 > 119 + x])
+                + len([t for t in range(109, 120) if t + 11 > 119 + x]) for x in xs]
     assert held.tolist() == pytest.approx(expected)
     assert w.longest_stay == 51
     # What it took in lately: one tuple an instant (as bytes per time unit).

@@ -44,17 +44,14 @@ def node(plan, kind):
 
 
 @pytest.mark.parametrize(
-    "size, slide, g",
-    [(10, None, 1), (10, None, 4), (9, None, 5), (10, 3, 1), (20, 6, 4), (3, None, 5)],
+    "size, slide, g", [(10, None, 1), (10, None, 4), (9, None, 5), (10, 3, 1), (20, 6, 4), (3, None, 5)]
 )
 def test_range_window_edge_is_the_mean_over_every_timestamp(size, slide, g):
     """Brute force: the interval the engine gives each timestamp (range_window.py)."""
     lives, lengths, stays = [], [], []
     for t in range(1000, 1000 + 2 * math.lcm(slide or 1, g) * 7):
-        enter, leave = (
-            (t, t + size + 1)
-            if slide is None
-            else (-(-t // slide) * slide, ((t + size) // slide + 1) * slide)
+        enter, leave = (t, t + size + 1) if slide is None else (
+            -(-t // slide) * slide, ((t + size) // slide + 1) * slide
         )
         enter, leave = -(-enter // g) * g, leave // g * g
         lives.append(enter < leave)
@@ -89,8 +86,7 @@ def test_join_estimate_from_rates_and_selectivity(tmp_path):
     # the resource manager's question: what if both windows were halved?
     windows = [n.id for n in plan.nodes if isinstance(n.op, L.WindowOp)]
     half = estimate_plan(
-        plan,
-        Observed({"S": 10.0, "T": 20.0}, selectivity={join.id: 0.02}),
+        plan, Observed({"S": 10.0, "T": 20.0}, selectivity={join.id: 0.02}),
         windows={windows[0]: (499, 1), windows[1]: (999, 1)},
     )
     assert half[join.id].rows == pytest.approx(e.rows / 2)
@@ -244,9 +240,7 @@ def test_cpu_prices_each_source_read_at_every_operator_it_reaches(tmp_path):
     from cq_service.adaptive.cpu import BATCH_ROWS, EngineCosts, KindCost
 
     plan = plan_of("SELECT * FROM S [Range 1000], T [Range 1000] WHERE S.a = T.a", tmp_path)
-    costs = EngineCosts(
-        {k: KindCost(1e-6, 1e-6, 0.0, 5e-4) for k in ("Source", "WindowOp", "Join")}
-    )
+    costs = EngineCosts({k: KindCost(1e-6, 1e-6, 0.0, 5e-4) for k in ("Source", "WindowOp", "Join")})
     base = Observed({"S": 10.0, "T": 40.0}, selectivity={}, read_rows={"S": 20.0, "T": 20.0})
     small = Observed({"S": 10.0, "T": 40.0}, selectivity={}, read_rows={"S": 10.0, "T": 10.0})
     a = estimate_plan(plan, base, costs=costs, unit_seconds=1e-3)

@@ -178,21 +178,11 @@ def test_random_mixes_stay_inside_ranges_and_budget(tmp_path):
         for i in range(4):
             lo = rng.choice([500, 1000, 2000])
             hi = lo * rng.choice([2, 5, 10])
-            cql = (
-                JOIN.replace("10000", str(hi))
-                if rng.random() < 0.5
-                else GROUP.replace("60000", str(hi))
-            )
+            cql = JOIN.replace("10000", str(hi)) if rng.random() < 0.5 else GROUP.replace("60000", str(hi))
             ladder = rng.choice(["", ", granularity: [1, 10, 100]"])
             qs.append(
-                managed(
-                    tmp_path / str(trial),
-                    cql=cql,
-                    qos=f"{{window: [{lo}, {hi}]{ladder}}}",
-                    key=f"q{i}",
-                    weight=rng.choice([1.0, 2.0, 5.0]),
-                    d=rng.choice([5.0, 20.0]),
-                )
+                managed(tmp_path / str(trial), cql=cql, qos=f"{{window: [{lo}, {hi}]{ladder}}}", key=f"q{i}",
+                        weight=rng.choice([1.0, 2.0, 5.0]), d=rng.choice([5.0, 20.0]))
             )
         most = sum(full(q) for q in qs)
         budget = Budget(memory=most * rng.uniform(0.2, 0.9), reserve=most * 0.05)

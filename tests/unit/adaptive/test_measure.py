@@ -57,9 +57,7 @@ def test_rows_per_read_and_runs_are_measured(tmp_path: Path) -> None:
     measured = meter.measured()
     by_kind = {n.kind: measured[n.id] for n in compiled.plan.nodes}
     source = next(n for n in compiled.plan.nodes if n.kind == "Source")
-    window = next(
-        n for n in compiled.plan.nodes if n.kind == "WindowOp" and n.inputs == [source.id]
-    )
+    window = next(n for n in compiled.plan.nodes if n.kind == "WindowOp" and n.inputs == [source.id])
     assert by_kind["Join"].runs > 0
     assert abs(measured[window.id].runs - measured[source.id].runs) <= 1
 
