@@ -1,6 +1,7 @@
 """Filter ordering never changes results: random data, random conjunctions, every
 `resources.filter_order`, and an orderer that switches to a random order at every batch while
-profiling every dropped row, all against the reference evaluator (docs/adaptive.md)."""
+profiling every dropped row (under every scheduling policy), all against the reference
+evaluator (docs/adaptive.md)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from cq_service.adaptive.filter_order import ALGORITHMS
 from cq_service.spec.model import FILTER_ORDERS
 from tests.property import strategies as strat
-from tests.property.harness import assert_same, run_both
+from tests.property.harness import assert_same, run_both, run_under_policies
 
 pytestmark = pytest.mark.property
 
@@ -65,11 +66,13 @@ def test_every_filter_order_gives_the_reference_result(case: strat.Case) -> None
         for name in FILTER_ORDERS:
             engine_out, reference_out = run_both(Path(d) / name, _with(case, name), case.data)
             assert_same(engine_out, reference_out)
-        # forced switches mid-stream: a random order at every batch (and profiling)
+        # forced switches mid-stream: a random order at every batch (and profiling), under
+        # every scheduling policy
         with mock.patch.dict(ALGORITHMS, {"a-greedy": lambda n, seed=0: Switching(n, seed)}):
             pipeline = _with(case, "a-greedy")
-            engine_out, reference_out = run_both(Path(d) / "switching", pipeline, case.data)
-        assert_same(engine_out, reference_out)
+            engines, reference_out = run_under_policies(Path(d) / "switching", pipeline, case.data)
+        for engine_out in engines.values():
+            assert_same(engine_out, reference_out)
 
 
 @settings(
