@@ -74,7 +74,10 @@ def explain(
 
     try:
         compiled = load_and_compile(file)
-        typer.echo(render(run_plan(compiled), policy or compiled.spec.resources.scheduler))
+        resources = compiled.spec.resources
+        typer.echo(
+            render(run_plan(compiled), policy or resources.scheduler, resources.filter_order)
+        )
         if costs:
             from cq_service.explain_costs import measure_costs, render_costs
 
@@ -102,6 +105,12 @@ def run(
         None, help="chain_share's share of FIFO steps, from 0 (chain) to 1 (fifo)"
     ),
     batch_rows: int = typer.Option(65_536, help="rows per source read and per operator step"),
+    filter_order: str | None = typer.Option(
+        None,
+        "--filter-order",
+        help="how selections order their conjuncts: a-greedy, sweep, independent, local-swaps "
+        "or static (default: the pipeline's resources.filter_order)",
+    ),
     adjustments: Path | None = typer.Option(
         None,
         help="a window-adjustment log (JSON lines, as the worker records it) to replay, "
@@ -117,6 +126,7 @@ def run(
     from cq_service.engine.adjust import read_log
     from cq_service.engine.scheduler import policy as make_policy
     from cq_service.runner import run_pipeline
+    from cq_service.spec.model import FILTER_ORDERS
 
     try:
         compiled = load_and_compile(file)
@@ -132,6 +142,11 @@ def run(
         elif bound is not None or share is not None:
             raise ValueError("--latency-bound and --share go with --policy")
         log = read_log(adjustments) if adjustments is not None else []
+        if filter_order is not None and filter_order not in FILTER_ORDERS:
+            raise ValueError(
+                f"unknown --filter-order {filter_order!r} "
+                f"(expected one of: {', '.join(FILTER_ORDERS)})"
+            )
     except (OSError, ValueError, AdjustmentError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
@@ -150,6 +165,7 @@ def run(
             share=share,
             batch_rows=batch_rows,
             adjustments=log,
+            filter_order=filter_order,
         )
     except AdjustmentError as e:
         typer.echo(f"error: {e.render()}", err=True)

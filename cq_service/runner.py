@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from cq_service.adaptive.filter_order import orderer_factory
 from cq_service.compiler import CompiledPipeline, run_plan
 from cq_service.cql.logical import Source
 from cq_service.engine.adjust import Adjustment
@@ -81,6 +82,7 @@ def run_pipeline(
     cpu_time: bool = False,
     open_reader: Callable[..., SourceReader] = open_source,
     panes: bool = True,
+    filter_order: str | None = None,
 ) -> RunReport:
     """Run a compiled pipeline on its files until every source is exhausted.
 
@@ -95,7 +97,8 @@ def run_pipeline(
     `open_reader` opens each source (`open_source`'s signature; `cq bench kafka`'s latency phase
     opens live Kafka readers that end after a given number of messages).
     `panes`: run `run_plan(compiled)` (paned aggregates, shared joins); meters that map
-    operators to `compiled.plan`'s nodes turn it off and run that plan as it is."""
+    operators to `compiled.plan`'s nodes turn it off and run that plan as it is.
+    `filter_order` overrides the pipeline's `resources.filter_order`."""
     spec = compiled.spec
     if policy is None:
         policy, latency_bound, share = scheduler_of(spec)
@@ -125,6 +128,7 @@ def run_pipeline(
         dead_letters=DeadLetterRouter(dead_sink, columns),
         policy=make_policy(policy, latency_bound, share),
         budget=batch_rows,
+        filter_order=orderer_factory(filter_order or spec.resources.filter_order),
     )
     if cpu_time:
         executor.clock = time.thread_time

@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cq_service.adaptive.filter_order import orderer_factory
 from cq_service.batch.spark import SPARK_TYPES
 from cq_service.compiler import CompiledPipeline, compile_pipeline, subset
 from cq_service.cql.logical import Source
@@ -250,6 +251,7 @@ def run_engine(task: EngineTask, streams: dict[str, pa.Table]) -> pa.Table:
         options=options,
         policy=make_policy("fifo", None),
         budget=task.batch_rows,
+        filter_order=orderer_factory(compiled.spec.resources.filter_order),
     )
     executor.run()
     sink = next(s for s in compiled.plan.sinks if s.query == task.query)

@@ -39,6 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cq_service.adaptive.filter_order import orderer_factory
 from cq_service.batch import engine_in_spark as eis
 from cq_service.cql import logical as L
 from cq_service.engine.build import SourceOptions
@@ -138,13 +139,14 @@ class BucketEngine:
         self.collect = eis.Collect(int(NEVER))
         writers = {s.query: self.collect if s.query == query else eis.Discard(int(NEVER))
                    for s in plan.sinks}
+        orders = orderer_factory(self.spec.resources.filter_order)
         if state is None:
-            self.engine.add_queries(plan, {n: n for n in self.feeds}, writers)
+            self.engine.add_queries(plan, {n: n for n in self.feeds}, writers, filter_order=orders)
         else:
             for key, saved in state.sources.items():
                 self.engine.restore_source(key, saved)
             for group in state.groups:
-                self.engine.restore_group(group, writers, group.queries)
+                self.engine.restore_group(group, writers, group.queries, orders)
 
     def step(self, tables: dict[str, pa.Table], beat: int) -> tuple[pa.Table, int]:
         """Feed each source its table (replay order, every timestamp <= `beat`) and a

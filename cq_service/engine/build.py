@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from cq_service.cql import logical as L
 from cq_service.engine.executor import Executor
+from cq_service.engine.filter_order import OrdererFactory
 from cq_service.engine.operators.aggregate import Aggregate
 from cq_service.engine.operators.base import Operator
 from cq_service.engine.operators.clock import Clock
@@ -59,7 +60,9 @@ def build_executor(
     policy: SchedulingPolicy | None = None,
     budget: int = 65_536,
     step_seconds: float | None = None,
+    filter_order: OrdererFactory | None = None,
 ) -> Executor:
+    """`filter_order` makes the orderer of each selection's conjuncts (None: as written)."""
     options = options or {}
     queues: dict[int, Queue] = {}
     operators: list[Operator] = []
@@ -67,7 +70,7 @@ def build_executor(
         out = Queue(f"q{node.id}")
         queues[node.id] = out
         ins = [queues[i].reader() for i in node.inputs]
-        op = _make(node, ins, out, readers, options, dead_letters)
+        op = _make(node, ins, out, readers, options, dead_letters, filter_order)
         op.out_types = node.types
         operators.append(op)
     for s in plan.sinks:
@@ -80,9 +83,14 @@ def build_executor(
     return Executor(operators, list(queues.values()), policy, budget, step_seconds)
 
 
-def make_operator(node: PhysicalNode, ins: list[QueueReader], out: Queue) -> Operator:
+def make_operator(
+    node: PhysicalNode,
+    ins: list[QueueReader],
+    out: Queue,
+    filter_order: OrdererFactory | None = None,
+) -> Operator:
     """The operator of a plan node other than a source, reading `ins`, writing `out`."""
-    op = _make(node, ins, out, {}, {}, None)
+    op = _make(node, ins, out, {}, {}, None, filter_order)
     op.out_types = node.types
     return op
 
@@ -94,14 +102,24 @@ def _make(
     readers: Mapping[str, ChunkReader],
     options: Mapping[str, SourceOptions],
     dead_letters: DeadLetters | None,
+    filter_order: OrdererFactory | None = None,
 ) -> Operator:
     op = node.op
     name = f"#{node.id}"
     maker = _MAKERS[type(op)]
-    return maker(op, name, ins, out, readers=readers, options=options, dead_letters=dead_letters)
+    return maker(
+        op,
+        name,
+        ins,
+        out,
+        readers=readers,
+        options=options,
+        dead_letters=dead_letters,
+        filter_order=filter_order,
+    )
 
 
-def _source(op: L.Source, name, ins, out, *, readers, options, dead_letters) -> Operator:
+def _source(op: L.Source, name, ins, out, *, readers, options, dead_letters, **_) -> Operator:
     return make_source(op, out, readers.get(op.name), options.get(op.name), dead_letters)
 
 
@@ -194,10 +212,12 @@ _MAKERS: dict[type, Callable[..., Operator]] = {
     L.View: lambda op, name, ins, out, **_: ViewBoundary(op.name, ins, out, is_stream=op.is_stream),
     L.WindowOp: _window,
     L.Sample: lambda op, name, ins, out, **_: Sample(name, ins, out, op.percent, op.seed),
-    L.Filter: lambda op, name, ins, out, **_: Select(name, ins, out, op.predicate),
+    L.Filter: lambda op, name, ins, out, filter_order=None, **_: Select(
+        name, ins, out, op.predicate, filter_order
+    ),
     L.Project: lambda op, name, ins, out, **_: Project(name, ins, out, op.exprs),
-    L.Join: lambda op, name, ins, out, **_: Join(
-        name, ins, out, op.left_keys, op.right_keys, op.residual
+    L.Join: lambda op, name, ins, out, filter_order=None, **_: Join(
+        name, ins, out, op.left_keys, op.right_keys, op.residual, filter_order
     ),
     L.MarkJoin: _mark_join,
     L.Aggregate: lambda op, name, ins, out, **_: Aggregate(

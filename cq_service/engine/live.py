@@ -26,6 +26,7 @@ from cq_service.engine.adjust import Adjustment, adjust, adjustable, replay
 from cq_service.engine.batch import Batch
 from cq_service.engine.build import SourceOptions, make_operator, make_source
 from cq_service.engine.executor import Executor
+from cq_service.engine.filter_order import OrdererFactory
 from cq_service.engine.operators.base import NEVER, Operator, StateMismatch
 from cq_service.engine.operators.gate import Gate
 from cq_service.engine.operators.range_window import RangeWindow
@@ -130,12 +131,14 @@ class LiveEngine:
         writers: Mapping[str, ResultWriter],
         start_after: Mapping[str, int] | None = None,
         owner: str = "",
+        filter_order: OrdererFactory | None = None,
     ) -> dict[str, int]:
         """Start the queries of `plan` (named in its nodes and sinks); `source_keys` maps the
         plan's source names to running sources. `start_after` (source key -> instant) rebuilds
         queries that started while an earlier worker ran; None starts them now. `owner` (the
         deployment) tags the operators for per-deployment scheduling (`ByOwner`). Returns the
-        instants used, to be kept with the queries."""
+        instants used, to be kept with the queries. `filter_order` orders each selection's
+        conjuncts (None: as written)."""
         self._serial += 1
         group = _Group(plan, dict(source_keys), owner=owner)
         gates = group.gates
@@ -161,7 +164,7 @@ class LiveEngine:
                 op.out_types = node.types
             else:
                 ins = [group.queues[id(built[i])].reader() for i in node.inputs]
-                op = make_operator(node, ins, out)
+                op = make_operator(node, ins, out, filter_order)
                 op.name = f"g{self._serial}{op.name}"  # unique across groups
             op.owner = owner
             built[node.id] = op
@@ -257,7 +260,11 @@ class LiveEngine:
         self.sources[key].restore(state)
 
     def restore_group(
-        self, state: GroupState, writers: Mapping[str, ResultWriter], keep: Collection[str]
+        self,
+        state: GroupState,
+        writers: Mapping[str, ResultWriter],
+        keep: Collection[str],
+        filter_order: OrdererFactory | None = None,
     ) -> dict[str, int]:
         """Rebuild a saved group from its own plan, load its operators' state, and keep only
         the queries in `keep` (a subset of `state.queries`; the others are removed, with the
@@ -267,7 +274,7 @@ class LiveEngine:
             raise ValueError(f"queries {sorted(extra)} are not in the saved group")
         all_writers = {s.query: writers.get(s.query) or _Discard() for s in state.plan.sinks}
         gates = self.add_queries(state.plan, state.source_keys, all_writers, state.gates,
-                                 owner=state.owner)
+                                 owner=state.owner, filter_order=filter_order)
         group = self._group_of[state.plan.sinks[0].query]
         for node, saved in state.nodes.items():
             op = group.by_node.get(node)

@@ -10,8 +10,9 @@ from cq_service.plan.shared_joins import SharedJoinOp, SharedJoinRouteOp
 __all__ = ["describe", "explain"]
 
 
-def _detail(op: L.LogicalOp) -> tuple[str, str]:
-    """(operator description, synopsis it keeps)."""
+def _detail(op: L.LogicalOp, filter_order: str = "a-greedy") -> tuple[str, str]:
+    """(operator description, synopsis it keeps); `filter_order` orders a selection's
+    conjuncts."""
     if isinstance(op, L.Source):
         return (f"{'relation' if op.is_relation else 'stream'} source {op.name}",
                 "reorder buffer (max_delay)")
@@ -36,7 +37,8 @@ def _detail(op: L.LogicalOp) -> tuple[str, str]:
     if isinstance(op, L.Sample):
         return f"sample {op.percent:g}%", "-"
     if isinstance(op, L.Filter):
-        return "select", "-"
+        n = _conjuncts(op.predicate)
+        return ("select" if n < 2 else f"select ({n} conjuncts, order: {filter_order})"), "-"
     if isinstance(op, L.Project):
         return f"project {', '.join(f.name for f in op.fields)}", "-"
     if isinstance(op, L.Join):
@@ -79,7 +81,15 @@ def describe(op: L.LogicalOp) -> str:
     return _detail(op)[0]
 
 
-def explain(plan: PhysicalPlan, policy: str = "chain") -> str:
+def _conjuncts(e: L.BExpr) -> int:
+    if isinstance(e, L.Call) and e.fn == "and":
+        return sum(_conjuncts(a) for a in e.args)
+    return 1
+
+
+def explain(plan: PhysicalPlan, policy: str = "chain", filter_order: str = "a-greedy") -> str:
+    """The plan, one line per operator; a selection of several conjuncts names how it orders
+    them (`filter_order`; the order itself changes at run time: `cq run --stats`)."""
     lines = [f"physical plan ({len(plan.nodes)} operators, {len(plan.sinks)} sinks, scheduler {policy})"]
     consumers: dict[int, int] = {}
     for n in plan.nodes:
@@ -88,7 +98,7 @@ def explain(plan: PhysicalPlan, policy: str = "chain") -> str:
     for s in plan.sinks:
         consumers[s.input] = consumers.get(s.input, 0) + 1
     for n in plan.nodes:
-        lines.append(_line(n, consumers.get(n.id, 0)))
+        lines.append(_line(n, consumers.get(n.id, 0), filter_order))
         if isinstance(n.op, L.Source) and n.op.name in plan.source_columns:
             lines.append(_pruned(n.op, plan.source_columns[n.op.name]))
     for s in plan.sinks:
@@ -107,8 +117,8 @@ def _pruned(op: L.Source, used: tuple[str, ...]) -> str:
             " (not read, NULL, where the source allows it)")
 
 
-def _line(n: PhysicalNode, readers: int) -> str:
-    desc, syn = _detail(n.op)
+def _line(n: PhysicalNode, readers: int, filter_order: str) -> str:
+    desc, syn = _detail(n.op, filter_order)
     ins = ", ".join(f"q{i}" for i in n.inputs) or "-"
     shared = f"  shared by {', '.join(n.queries)}" if len(n.queries) > 1 else (
         f"  ({n.queries[0]})" if n.queries else "  (unread input)")

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from cq_service.adaptive.filter_order import orderer_factory
 from cq_service.catalog.spec_json import sink_json
 from cq_service.compiler import CompiledPipeline, compile_pipeline
 from cq_service.cql import logical as L
@@ -319,7 +320,7 @@ class Deployer:
             alone = q.key if q.handover is not None else None
             groups.setdefault(json.dumps([gates, alone], sort_keys=True), []).append(i)
         for group, members in from_snapshot.values():
-            self._restore_group(group, members, saved)
+            self._restore_group(group, members, saved, spec.resources.filter_order)
         for gates_text, members in groups.items():
             gates = json.loads(gates_text)[0]
             source_keys = {n: key for i in members for n, key in queries[i].source_keys.items()}
@@ -343,6 +344,7 @@ class Deployer:
                 writers,
                 None if gates is None else {k: int(v) for k, v in gates.items()},
                 owner=spec.name,
+                filter_order=orderer_factory(spec.resources.filter_order),
             )
             for i in members:
                 q = queries[i]
@@ -439,10 +441,14 @@ class Deployer:
         return all(key in self.restore.restored_sources for key in group.source_keys.values())
 
     def _restore_group(
-        self, group: GroupState, members: list[RunningQuery], saved: dict[str, dict[str, Any]]
+        self,
+        group: GroupState,
+        members: list[RunningQuery],
+        saved: dict[str, dict[str, Any]],
+        filter_order: str,
     ) -> None:
         """Rebuild a saved group from the snapshot; its queries not in `members` (changed or
-        gone since) are left out."""
+        gone since) are left out. `filter_order`: the pipeline's resources.filter_order."""
         rt = self.rt
         writers = {}
         for s in group.plan.sinks:
@@ -451,7 +457,9 @@ class Deployer:
                 frontier = max(int(saved[q.key].get("frontier", NEVER)),
                                self.restore.snapshot_frontier(q.key) or int(NEVER))
                 writers[s.query] = self._writer(q, s, frontier)
-        used = rt.engine.restore_group(group, writers, [q.key for q in members])
+        used = rt.engine.restore_group(
+            group, writers, [q.key for q in members], orderer_factory(filter_order)
+        )
         for q in members:
             q.gates = {k: v for k, v in used.items() if k in q.source_keys.values()}
             rt.queries[q.key] = q

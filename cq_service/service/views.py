@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 from cq_service.catalog import CatalogUnavailable, PipelineControlRecord
 from cq_service.compiler import compile_pipeline
 from cq_service.engine.operators.base import NEVER
+from cq_service.engine.operators.join import Join
 from cq_service.engine.operators.range_window import RangeWindow
+from cq_service.engine.operators.select import Select
 from cq_service.plan.explain import explain
 from cq_service.plan.shared_joins import share_window_joins
 from cq_service.service.reconciler import API, REJECTION_REASONS
@@ -133,7 +135,14 @@ def explain_pipeline(worker: Worker, pipeline: str) -> str:
     choice = worker.schedulers.get(pipeline) or worker.scheduler_choice(pipeline, spec)
     # As the worker plans queries that start together: joins differing only in windows shared.
     text = explain(share_window_joins(compile_pipeline(spec).plan, spec.resources.shared_join),
-                   choice.name)
+                   choice.name, spec.resources.filter_order)
+    orders = [
+        f"\n  {op.name} {op.describe()}"
+        for op in worker.engine.executor.operators
+        if isinstance(op, Select | Join) and op.owner == spec.name and "[" in op.describe()
+    ]
+    if orders:
+        text += "\nfilter orders now (F1.. as written):" + "".join(orders)
     settings = {k: v for k, v in window_settings(worker).items() if k[0] == pipeline}
     if settings:
         text += "\nadjustable windows now (size, granularity in " + spec.time_unit + "):"

@@ -21,6 +21,7 @@ from cq_service.errors import Span, SpecError
 from cq_service.spec.endpoints import Endpoints
 from cq_service.spec.model import (
     DEFAULT_ARCHIVE_DIR,
+    DEFAULT_FILTER_ORDER,
     DEFAULT_RUNNER,
     DEFAULT_SCHEDULER,
     DEFAULT_SHARED_JOIN,
@@ -281,6 +282,7 @@ class SpecBuilder:
             else None,
             runner=raw.get("runner", DEFAULT_RUNNER),
             shared_join=raw.get("shared_join", DEFAULT_SHARED_JOIN),
+            filter_order=raw.get("filter_order", DEFAULT_FILTER_ORDER),
         )
 
     def _scheduling(self, raw: Mapping[str, Any], path: Path) -> ResourcesSpec:

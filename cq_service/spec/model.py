@@ -183,6 +183,11 @@ class QuerySpec:
 SHARED_JOINS = ("mqt", "swf", "lwo", "off")
 DEFAULT_SHARED_JOIN = "mqt"
 
+# `resources.filter_order`: how each selection orders its conjuncts (adaptive/filter_order/,
+# docs/adaptive.md "Filter ordering"): A-Greedy or a variant, or "static", as written.
+FILTER_ORDERS = ("a-greedy", "sweep", "independent", "local-swaps", "static")
+DEFAULT_FILTER_ORDER = "a-greedy"
+
 RUNNERS = ("embedded", "spark")
 DEFAULT_RUNNER = "embedded"
 
@@ -203,6 +208,7 @@ class ResourcesSpec:
     memory_budget: int | None = None  # bytes the deployment's state and queues may take
     runner: str = DEFAULT_RUNNER  # what runs the queries: one of RUNNERS (docs/spark-runner.md)
     shared_join: str = DEFAULT_SHARED_JOIN  # one of SHARED_JOINS (docs/scheduling.md)
+    filter_order: str = DEFAULT_FILTER_ORDER  # one of FILTER_ORDERS (docs/adaptive.md)
     span: Span = field(default=Span(), compare=False)
 
     def __post_init__(self) -> None:
@@ -214,6 +220,11 @@ class ResourcesSpec:
             raise ValueError(
                 f"unknown shared_join {self.shared_join!r} "
                 f"(expected one of: {', '.join(SHARED_JOINS)})"
+            )
+        if self.filter_order not in FILTER_ORDERS:
+            raise ValueError(
+                f"unknown filter_order {self.filter_order!r} "
+                f"(expected one of: {', '.join(FILTER_ORDERS)})"
             )
         if self.scheduler not in SCHEDULERS:
             raise ValueError(

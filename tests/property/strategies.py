@@ -485,6 +485,19 @@ def window_query(draw: Any, kinds: tuple[str, ...] | None = None) -> Q:
 
 
 @st.composite
+def conjunctive_query(draw: Any) -> Q:
+    """One stream, a WHERE of 2 to 5 conjuncts (each any boolean expression), a projection:
+    a selection whose conjuncts the engine orders (resources.filter_order)."""
+    f = draw(stream_from())
+    refs = f.refs()
+    items, types = draw(select_items(refs))
+    conjuncts = draw(st.lists(bool_expr(refs, 1), min_size=2, max_size=5))
+    text = _select(items, [f], " AND ".join(f"({c})" for c in conjuncts))
+    text, is_stream = draw(wrap(text, items, f.is_stream_read))
+    return Q(text, _out_columns(items, types, refs), f.inputs, is_stream)
+
+
+@st.composite
 def join_query(draw: Any) -> Q:
     """Two (or three) FROM items joined on a = a, or crossed; a filter and a projection."""
     k = draw(st.integers(0, 5))
@@ -916,6 +929,10 @@ def queries_of(draw: Any, one: st.SearchStrategy, max_queries: int = 2) -> list[
 
 def window_queries() -> st.SearchStrategy:
     return queries_of(window_query())
+
+
+def conjunctive_queries() -> st.SearchStrategy:
+    return queries_of(conjunctive_query())
 
 
 def join_queries() -> st.SearchStrategy:

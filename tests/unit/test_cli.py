@@ -170,3 +170,27 @@ def test_run_refuses_a_bad_share(folder: Path, args: tuple[str, ...], message: s
     r = cq("run", "good.yaml", *args, cwd=folder)
     assert r.returncode == 2 and message in r.stderr, r.stderr
     assert not (folder / "out").exists()
+
+
+CONJUNCTIVE = GOOD.replace("WHERE a > 4", "WHERE a > 4 AND a < 100 AND a <> 7")
+
+
+@pytest.mark.parametrize("order", ["static", "a-greedy", "sweep", "independent", "local-swaps"])
+def test_run_filter_order_option_shows_the_order_and_keeps_results(
+    folder: Path, order: str
+) -> None:
+    (folder / "good.yaml").write_text(CONJUNCTIVE)
+    explained = cq("explain", "good.yaml", cwd=folder)
+    assert "select (3 conjuncts, order: a-greedy)" in explained.stdout
+    r = cq("run", "good.yaml", "--stats", "--filter-order", order, cwd=folder)
+    assert r.returncode == 0, r.stderr
+    assert f"select [{order}: F" in r.stderr
+    big = [json.loads(x) for x in (folder / "out/big.jsonl").read_text().splitlines()]
+    assert big == [{"_ts": 1, "_op": "+", "a": 5}, {"_ts": 4, "_op": "+", "a": 9}]
+
+
+def test_run_refuses_an_unknown_filter_order(folder: Path) -> None:
+    (folder / "good.yaml").write_text(GOOD)
+    r = cq("run", "good.yaml", "--filter-order", "greedy", cwd=folder)
+    assert r.returncode == 2 and "unknown --filter-order 'greedy'" in r.stderr, r.stderr
+    assert not (folder / "out").exists()

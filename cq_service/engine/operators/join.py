@@ -22,7 +22,9 @@ import pyarrow.compute as pc
 
 from cq_service.cql.logical import BExpr
 from cq_service.engine.batch import Batch, merge_ticks
-from cq_service.engine.expressions import compile_expr, compile_predicate
+from cq_service.engine.conjunction import Conjunction
+from cq_service.engine.expressions import compile_expr
+from cq_service.engine.filter_order import OrdererFactory
 from cq_service.engine.operators.base import MultiInputOperator
 from cq_service.engine.operators.join_synopsis import JoinSide, Run, match_keys
 from cq_service.engine.queues import Queue, QueueReader
@@ -63,16 +65,21 @@ class Join(MultiInputOperator):
         left_keys: tuple[BExpr, ...],
         right_keys: tuple[BExpr, ...],
         residual: BExpr | None,
+        orderer: OrdererFactory | None = None,
     ):
         super().__init__(name, inputs, output)
         self._key_ev = ([compile_expr(e) for e in left_keys], [compile_expr(e) for e in right_keys])
-        self._residual = compile_predicate(residual) if residual is not None else None
+        # the residual's conjuncts are ordered like a selection's (engine/conjunction.py)
+        self._residual = Conjunction(residual, orderer) if residual is not None else None
         self._sides = (JoinSide(), JoinSide())
         self.nkeys = len(left_keys)
 
     def describe(self) -> str:
         kind = f"hash join on {self.nkeys} key(s)" if self.nkeys else "nested-loop join"
-        return kind + (" with residual" if self._residual else "")
+        if self._residual is None:
+            return kind
+        order = self._residual.describe()
+        return f"{kind} with residual" + (f" [{order}]" if order else "")
 
     def state_size(self) -> tuple[int, int]:
         left, right = self._sides
@@ -171,7 +178,7 @@ class Join(MultiInputOperator):
             return
         out = parts[0] if len(parts) == 1 else Batch.concat(parts)
         if self._residual is not None:
-            out = out.filter(self._residual(out.columns, len(out)))
+            out = self._residual.apply(out)
         if len(out) > 1 and not bool((out.ts[1:] >= out.ts[:-1]).all()):
             out = out.take(np.argsort(out.ts, kind="stable"))
         self.emit(out.with_ticks(ticks))

@@ -1,10 +1,12 @@
-"""Selection: keep the elements whose predicate is TRUE."""
+"""Selection: keep the elements whose predicate is TRUE, one conjunct at a time in the order
+the injected orderer chooses (engine/conjunction.py)."""
 
 from __future__ import annotations
 
 from cq_service.cql.logical import BExpr
 from cq_service.engine.batch import Batch
-from cq_service.engine.expressions import compile_predicate
+from cq_service.engine.conjunction import Conjunction
+from cq_service.engine.filter_order import OrdererFactory
 from cq_service.engine.operators.base import UnaryOperator
 from cq_service.engine.queues import Queue, QueueReader
 
@@ -13,13 +15,22 @@ __all__ = ["Select"]
 
 class Select(UnaryOperator):
     kind = "select"
-    STRUCTURE = frozenset({"_pred"})
+    STRUCTURE = frozenset({"conjunction"})
 
-    def __init__(self, name: str, inputs: list[QueueReader], output: Queue, predicate: BExpr):
+    def __init__(
+        self,
+        name: str,
+        inputs: list[QueueReader],
+        output: Queue,
+        predicate: BExpr,
+        orderer: OrdererFactory | None = None,
+    ):
         super().__init__(name, inputs, output)
-        self._pred = compile_predicate(predicate)
+        self.conjunction = Conjunction(predicate, orderer)
+
+    def describe(self) -> str:
+        order = self.conjunction.describe()
+        return f"{self.kind} [{order}]" if order else self.kind
 
     def on_batch(self, batch: Batch) -> None:
-        if len(batch):
-            batch = batch.filter(self._pred(batch.columns, len(batch)))
-        self.emit(batch)
+        self.emit(self.conjunction.apply(batch))

@@ -1,0 +1,49 @@
+"""Adaptive ordering of a selection's conjuncts (thesis 003 ch. 4; docs/adaptive.md, "Filter
+ordering"): A-Greedy and its variants Sweep, Independent and LocalSwaps, chosen per pipeline by
+`resources.filter_order` and injected into the engine as an `OrdererFactory`.
+
+Example::
+
+    factory = orderer_factory("a-greedy", seed=0)
+    build_executor(plan, ..., filter_order=factory)
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+from cq_service.adaptive.filter_order.a_greedy import AGreedy
+from cq_service.adaptive.filter_order.base import ProfilingOrderer
+from cq_service.adaptive.filter_order.independent import Independent
+from cq_service.adaptive.filter_order.local_swaps import LocalSwaps
+from cq_service.adaptive.filter_order.sweep import Sweep
+from cq_service.engine.filter_order import ConjunctOrderer, OrdererFactory, StaticOrder
+from cq_service.spec.model import DEFAULT_FILTER_ORDER
+
+__all__ = [
+    "ALGORITHMS",
+    "AGreedy",
+    "Independent",
+    "LocalSwaps",
+    "ProfilingOrderer",
+    "Sweep",
+    "orderer_factory",
+]
+
+# `resources.filter_order` -> the orderer of n conjuncts (keyword arguments: seed, p, ...).
+ALGORITHMS: dict[str, Callable[..., ConjunctOrderer]] = {
+    "a-greedy": AGreedy,
+    "sweep": Sweep,
+    "independent": Independent,
+    "local-swaps": LocalSwaps,
+    "static": lambda n, **_: StaticOrder(n),
+}
+
+
+def orderer_factory(name: str | None = None, seed: int = 0) -> OrdererFactory:
+    """The factory the engine calls once per selection (in plan order, so each selection's
+    seed, and with it the whole run, is deterministic). `name` None: the default."""
+    make = ALGORITHMS[name or DEFAULT_FILTER_ORDER]
+    seeds = itertools.count(seed)
+    return lambda n: make(n, seed=next(seeds))

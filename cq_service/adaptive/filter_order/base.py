@@ -1,0 +1,97 @@
+"""What every adaptive orderer shares: the current order, drop-profiling with probability p
+(seeded), the filters' times, and the engine-facing methods of `ConjunctOrderer`
+(engine/filter_order.py). Subclasses say which positions a profiled row is evaluated on and
+what to do with each profile tuple."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+import numpy as np
+
+from cq_service.adaptive.filter_order.profile import FilterCosts
+
+__all__ = ["ProfilingOrderer"]
+
+_NONE = np.empty(0, np.int64)
+
+
+class ProfilingOrderer(ABC):
+    """An adaptive order of `n` filters, starting from the written one."""
+
+    name = "adaptive"
+
+    def __init__(
+        self,
+        n: int,
+        *,
+        p: float,
+        alpha: float = 0.9,
+        seed: int = 0,
+        unit_costs: bool = False,
+        start: Sequence[int] | None = None,
+    ):
+        if not 0 <= p <= 1:
+            raise ValueError(f"drop-profiling probability must be in [0, 1], got {p}")
+        if not 0 < alpha <= 1:
+            raise ValueError(f"thrash guard alpha must be in (0, 1], got {alpha}")
+        self.n, self.p, self.alpha = n, p, alpha
+        self.current = list(range(n)) if start is None else list(start)
+        if sorted(self.current) != list(range(n)):
+            raise ValueError(f"not an order of {n} filters: {self.current}")
+        self.costs = FilterCosts(n, unit=unit_costs)
+        self.switches = 0  # order changes so far
+        self._rng = np.random.default_rng(seed)
+
+    # -- ConjunctOrderer ----------------------------------------------------------------------
+
+    def order(self) -> Sequence[int]:
+        return self.current
+
+    def sample(self, position: int, dropped: int) -> np.ndarray:
+        if dropped == 0 or self.p == 0 or not self.profiles(position):
+            return _NONE
+        k = int(self._rng.binomial(dropped, self.p))
+        if k == 0:
+            return _NONE
+        return np.sort(self._rng.choice(dropped, size=k, replace=False))
+
+    @abstractmethod
+    def profile_positions(self, position: int) -> Sequence[int]: ...
+
+    def profiles(self, position: int) -> bool:
+        """Whether rows dropped at `position` are worth profiling now (every one is, unless a
+        variant maintains no entry they count in)."""
+        return True
+
+    def observe(
+        self, rows: Sequence[int], seconds: Sequence[float], known: np.ndarray, drops: np.ndarray
+    ) -> None:
+        self.costs.observe(rows, seconds)
+        if len(drops):
+            self.add_profiles(np.asarray(known, dtype=bool), np.asarray(drops, dtype=bool))
+        self.check()
+
+    # -- the algorithm ------------------------------------------------------------------------
+
+    @abstractmethod
+    def add_profiles(self, known: np.ndarray, drops: np.ndarray) -> None:
+        """Profile tuples ((t, n) verdicts by filter index) enter the window, oldest first;
+        older ones expire. `check` then detects and corrects what they changed."""
+
+    @abstractmethod
+    def check(self) -> None:
+        """Detect violations of the invariant (α-guarded) and correct them."""
+
+    def profile(self, drops: Sequence[int], known: Sequence[int] | None = None) -> None:
+        """One profile tuple then `check`: the thesis' per-update detection (its examples)."""
+        d = np.asarray([drops], dtype=bool)
+        k = np.ones_like(d) if known is None else np.asarray([known], dtype=bool)
+        self.add_profiles(k, d)
+        self.check()
+
+    def _set(self, order: list[int]) -> None:
+        if order != self.current:
+            self.current = order
+            self.switches += 1

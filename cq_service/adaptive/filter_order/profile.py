@@ -1,0 +1,102 @@
+"""The Profiler's state (thesis 003 §4.3.1): a sliding window of profile tuples and the running
+averages a_i of the filters' times per row.
+
+A profile tuple records, for one sampled dropped row, which filters drop it (``b_i = 1``). The
+window keeps the last `size` of them (tuple-based). Variants that profile fewer filters than
+A-Greedy (Sweep, LocalSwaps) leave some verdicts unknown, so each tuple also carries a `known`
+mask; A-Greedy's tuples are fully known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+__all__ = ["FilterCosts", "ProfileWindow"]
+
+
+class ProfileWindow:
+    """The last `size` profile tuples of `n` filters, oldest first (a ring buffer)."""
+
+    def __init__(self, n: int, size: int):
+        if size < 1:
+            raise ValueError("a profile window holds at least one tuple")
+        self.n, self.size = n, size
+        self._known = np.zeros((size, n), dtype=bool)
+        self._drops = np.zeros((size, n), dtype=bool)
+        self._next = 0  # slot of the next tuple
+        self.count = 0  # tuples held
+
+    def push(self, known: np.ndarray, drops: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """Add one tuple; returns the (known, drops) of the tuple it expires, if any."""
+        slot = self._next
+        expired = None
+        if self.count == self.size:
+            expired = (self._known[slot].copy(), self._drops[slot].copy())
+        else:
+            self.count += 1
+        self._known[slot] = known
+        self._drops[slot] = drops
+        self._next = (slot + 1) % self.size
+        return expired
+
+    def push_many(self, known: np.ndarray, drops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Add (t, n) tuples in order; returns the (known, drops) of those they expire. A tuple
+        that enters and leaves within the call is in neither (no net change)."""
+        if len(drops) > self.size:
+            known, drops = known[-self.size :], drops[-self.size :]
+        t = len(drops)
+        slots = (self._next + np.arange(t)) % self.size
+        taken = slots[max(0, self.size - self.count) :]  # slots that hold a tuple
+        expired = (self._known[taken].copy(), self._drops[taken].copy())
+        self._known[slots] = known
+        self._drops[slots] = drops
+        self._next = (self._next + t) % self.size
+        self.count = min(self.size, self.count + t)
+        return expired
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(known, drops) of the tuples held, oldest first: two (count, n) bool arrays."""
+        if self.count < self.size:
+            return self._known[: self.count], self._drops[: self.count]
+        order = np.r_[self._next : self.size, 0 : self._next]
+        return self._known[order], self._drops[order]
+
+    def clear(self) -> None:
+        self._next = self.count = 0
+
+
+class FilterCosts:
+    """a_i: each filter's time per row evaluated, amortised over batches.
+
+    Seconds and rows are summed per filter with weights decaying by `decay` per observation, so
+    old conditions fade. An evaluation over fewer than `min_rows` rows is not counted: its
+    fixed per-call overhead would dominate and make a filter that runs late (on few rows) look
+    expensive, keeping it late. A filter never measured gets the mean of the measured ones
+    (all 1.0 while none is), so the ratios the invariants compare are not biased by a lack of
+    data. `unit` ignores the times (every a_i = 1, as in the thesis' examples)."""
+
+    def __init__(self, n: int, decay: float = 0.9, unit: bool = False, min_rows: int = 256):
+        self.decay, self.unit, self.min_rows = decay, unit, min_rows
+        self._seconds = np.zeros(n)
+        self._rows = np.zeros(n)
+
+    def observe(self, rows: Sequence[int], seconds: Sequence[float]) -> None:
+        if self.unit:
+            return
+        r = np.asarray(rows, dtype=float)
+        seen = r >= max(1, self.min_rows)
+        self._seconds[seen] = self._seconds[seen] * self.decay + np.asarray(seconds)[seen]
+        self._rows[seen] = self._rows[seen] * self.decay + r[seen]
+
+    def values(self) -> np.ndarray:
+        """a_i for every filter (index), each > 0."""
+        n = len(self._rows)
+        seen = self._rows > 0
+        if self.unit or not seen.any():
+            return np.ones(n)
+        a = np.empty(n)
+        a[seen] = np.maximum(self._seconds[seen] / self._rows[seen], 1e-12)
+        a[~seen] = a[seen].mean()
+        return a

@@ -1,0 +1,150 @@
+"""A-Greedy's variants and the Profiler's parts: what each converges to, what it profiles."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cq_service.adaptive.filter_order import (
+    ALGORITHMS,
+    AGreedy,
+    Independent,
+    LocalSwaps,
+    Sweep,
+    orderer_factory,
+)
+from cq_service.adaptive.filter_order.profile import FilterCosts, ProfileWindow
+from cq_service.cql.logical import Call, ColRef, Const
+from cq_service.engine.batch import Batch
+from cq_service.engine.filter_order import StaticOrder
+from cq_service.engine.operators.select import Select
+from cq_service.engine.queues import Queue
+from cq_service.spec.model import FILTER_ORDERS
+from cq_service.types import DataType
+
+INT, BOOL = DataType.INT, DataType.BOOL
+
+
+def test_every_setting_has_an_algorithm():
+    assert set(ALGORITHMS) == set(FILTER_ORDERS)
+    for name in FILTER_ORDERS:
+        assert orderer_factory(name)(3).name == name
+
+
+def test_the_factory_seeds_each_selection_in_turn():
+    make = orderer_factory("a-greedy", seed=5)
+    a, b = make(3), make(3)
+    again = orderer_factory("a-greedy", seed=5)(3)
+    assert list(a.sample(0, 10_000)) == list(again.sample(0, 10_000))
+    assert list(a.sample(0, 10_000)) != list(b.sample(0, 10_000))
+
+
+def test_profile_window_keeps_the_last_tuples_in_order():
+    w = ProfileWindow(2, 3)
+    rows = np.array([[1, 0], [0, 1], [1, 1], [0, 0], [1, 0]], dtype=bool)
+    _, expired = w.push_many(np.ones_like(rows[:2]), rows[:2])
+    assert len(expired) == 0
+    _, expired = w.push_many(np.ones_like(rows[2:]), rows[2:])
+    assert expired.tolist() == [[True, False], [False, True]]
+    assert w.arrays()[1].tolist() == rows[2:].tolist()
+    _, expired = w.push_many(np.ones((5, 2), bool), np.zeros((5, 2), bool))  # more than fit
+    assert expired.tolist() == rows[2:].tolist()
+    assert w.count == 3 and not w.arrays()[1].any()
+
+
+def test_costs_are_amortised_per_row_and_fill_gaps_with_the_mean():
+    c = FilterCosts(3, min_rows=10)
+    assert c.values().tolist() == [1.0, 1.0, 1.0]
+    c.observe([100, 10, 0], [1.0, 0.2, 0.0])
+    assert c.values().tolist() == pytest.approx([0.01, 0.02, 0.015])
+    c.observe([1000, 5, 0], [1.0, 5.0, 0.0])  # 5 rows: too few to count
+    assert c.values().tolist() == pytest.approx([1.9 / 1090, 0.02, (1.9 / 1090 + 0.02) / 2])
+    assert FilterCosts(2, unit=True).values().tolist() == [1.0, 1.0]
+
+
+def _independent_select(orderer) -> Select:
+    """a < 90 (drops 10%), b < 50 (50%), c < 20 (80%) over independent uniform columns."""
+    conj = [Call("lt", (ColRef(i, INT), Const(v, INT)), BOOL) for i, v in enumerate((90, 50, 20))]
+    pred = Call("and", (Call("and", (conj[0], conj[1]), BOOL), conj[2]), BOOL)
+    op = Select("#s", [], Queue("q"), pred, orderer)
+    op.out_types = [INT] * 3
+    op.emit = lambda b: None  # type: ignore[method-assign]
+    return op
+
+
+def _run(op: Select, batches: int, seed: int = 3) -> None:
+    rng = np.random.default_rng(seed)
+    for _ in range(batches):
+        vals = rng.integers(0, 100, size=(2000, 3))
+        op.on_batch(
+            Batch.from_rows(
+                [tuple(map(int, r)) for r in vals],
+                np.zeros(2000, np.int64),
+                np.ones(2000, np.int64),
+                [INT] * 3,
+            )
+        )
+
+
+@pytest.mark.parametrize("cls", [AGreedy, Sweep, Independent, LocalSwaps])
+def test_each_variant_finds_the_optimal_order_of_independent_filters(cls):
+    op = _independent_select(lambda n: cls(n, unit_costs=True))
+    _run(op, 120)
+    assert list(op.conjunction.orderer.order()) == [2, 1, 0]
+    assert op.conjunction.profiled > 0
+
+
+def test_costs_decide_between_equally_selective_filters():
+    """Two filters dropping half each: the cheaper runs first (a_i from observed times)."""
+    ag = AGreedy(2, p=1.0, window=100)
+    ag.costs.observe([1000, 1000], [5.0, 1.0])  # F1 five times as expensive
+    rng = np.random.default_rng(0)
+    d = rng.random((100, 2)) < 0.5
+    d = d[d.any(axis=1)]
+    ag.add_profiles(np.ones_like(d), d)
+    ag.check()
+    assert list(ag.order()) == [1, 0]
+
+
+def test_what_each_variant_profiles():
+    assert list(AGreedy(4).profile_positions(1)) == [2, 3]
+    assert list(Independent(4).profile_positions(0)) == [1, 2, 3]
+    assert list(LocalSwaps(4).profile_positions(1)) == [2]
+    assert list(LocalSwaps(4).profile_positions(3)) == []
+    s = Sweep(4)
+    assert s.j == 1 and list(s.profile_positions(0)) == [1] and s.profiles(1)
+    assert not s.profiles(2)  # a drop after the profiled position counts in no kept entry
+
+
+def test_sweep_moves_to_the_next_position_after_a_quiet_stage():
+    s = Sweep(3, window=10, stage=2, unit_costs=True)
+    quiet = np.array([[True, False, False]] * 2)  # F1 drops, F2 passes: no violation at j=1
+    s.add_profiles(np.array([[True, True, False]] * 2), quiet)
+    s.check()
+    assert s.j == 2 and list(s.order()) == [0, 1, 2]
+
+
+def test_sweep_moves_a_better_filter_forward():
+    s = Sweep(3, window=10, unit_costs=True)
+    drops = np.array([[False, True, False]] * 3)  # F2 drops what F1 passes
+    s.add_profiles(np.array([[True, True, False]] * 3), drops)
+    s.check()
+    assert list(s.order()) == [1, 0, 2]
+
+
+def test_static_never_profiles():
+    s = StaticOrder(3)
+    assert list(s.order()) == [0, 1, 2] and len(s.sample(0, 100)) == 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"p": 1.5}, "probability"),
+        ({"alpha": 0.0}, "alpha"),
+        ({"start": (0, 0, 1)}, "order"),
+    ],
+)
+def test_bad_parameters_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        AGreedy(3, **kwargs)
