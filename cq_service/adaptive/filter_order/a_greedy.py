@@ -16,12 +16,12 @@ Under stable statistics a GI order costs at most 4× the optimum (4/α with the 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from cq_service.adaptive.filter_order.base import ProfilingOrderer
 from cq_service.adaptive.filter_order.matrix_view import MatrixView
-from cq_service.adaptive.filter_order.profile import ProfileWindow
 
 __all__ = ["AGreedy"]
 
@@ -29,19 +29,8 @@ __all__ = ["AGreedy"]
 class AGreedy(ProfilingOrderer):
     name = "a-greedy"
 
-    def __init__(
-        self,
-        n: int,
-        *,
-        p: float = 0.01,
-        window: int = 1000,
-        alpha: float = 0.9,
-        seed: int = 0,
-        unit_costs: bool = False,
-        start: Sequence[int] | None = None,
-    ):
-        super().__init__(n, p=p, alpha=alpha, seed=seed, unit_costs=unit_costs, start=start)
-        self.window = ProfileWindow(n, window)
+    def __init__(self, n: int, **options: Any):
+        super().__init__(n, **options)
         self.view = MatrixView(n)
 
     def profile_positions(self, position: int) -> Sequence[int]:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from cq_service.adaptive.filter_order.profile import FilterCosts
+from cq_service.adaptive.filter_order.profile import FilterCosts, ProfileWindow
 
 __all__ = ["ProfilingOrderer"]
 
@@ -21,17 +21,21 @@ class ProfilingOrderer(ABC):
     """An adaptive order of `n` filters, starting from the written one."""
 
     name = "adaptive"
+    P = 0.01  # drop-profiling probability (the brief's defaults; a variant may differ)
+    WINDOW = 1000  # profile window, in profile tuples
 
     def __init__(
         self,
         n: int,
         *,
-        p: float,
+        p: float | None = None,
+        window: int | None = None,
         alpha: float = 0.9,
         seed: int = 0,
         unit_costs: bool = False,
         start: Sequence[int] | None = None,
     ):
+        p = self.P if p is None else p
         if not 0 <= p <= 1:
             raise ValueError(f"drop-profiling probability must be in [0, 1], got {p}")
         if not 0 < alpha <= 1:
@@ -41,6 +45,7 @@ class ProfilingOrderer(ABC):
         if sorted(self.current) != list(range(n)):
             raise ValueError(f"not an order of {n} filters: {self.current}")
         self.costs = FilterCosts(n, unit=unit_costs)
+        self.window = ProfileWindow(n, self.WINDOW if window is None else window)
         self.switches = 0  # order changes so far
         self._rng = np.random.default_rng(seed)
 

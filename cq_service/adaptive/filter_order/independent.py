@@ -9,11 +9,11 @@ independent; O(n) times worse than A-Greedy when they are not (Example 4.5.1).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from cq_service.adaptive.filter_order.base import ProfilingOrderer
-from cq_service.adaptive.filter_order.profile import ProfileWindow
 
 __all__ = ["Independent"]
 
@@ -21,19 +21,10 @@ __all__ = ["Independent"]
 class Independent(ProfilingOrderer):
     name = "independent"
 
-    def __init__(
-        self,
-        n: int,
-        *,
-        p: float = 0.005,
-        window: int = 1000,
-        alpha: float = 0.9,
-        seed: int = 0,
-        unit_costs: bool = False,
-        start: Sequence[int] | None = None,
-    ):
-        super().__init__(n, p=p, alpha=alpha, seed=seed, unit_costs=unit_costs, start=start)
-        self.window = ProfileWindow(n, window)
+    P = 0.005  # half A-Greedy's (the brief)
+
+    def __init__(self, n: int, **options: Any):
+        super().__init__(n, **options)
         self.first_row = np.zeros(n, dtype=np.int64)  # V[1, ·] by filter index
 
     def profile_positions(self, position: int) -> Sequence[int]:

@@ -14,27 +14,12 @@ import numpy as np
 
 from cq_service.adaptive.filter_order.base import ProfilingOrderer
 from cq_service.adaptive.filter_order.matrix_view import entries
-from cq_service.adaptive.filter_order.profile import ProfileWindow
 
 __all__ = ["LocalSwaps"]
 
 
 class LocalSwaps(ProfilingOrderer):
     name = "local-swaps"
-
-    def __init__(
-        self,
-        n: int,
-        *,
-        p: float = 0.01,
-        window: int = 1000,
-        alpha: float = 0.9,
-        seed: int = 0,
-        unit_costs: bool = False,
-        start: Sequence[int] | None = None,
-    ):
-        super().__init__(n, p=p, alpha=alpha, seed=seed, unit_costs=unit_costs, start=start)
-        self.window = ProfileWindow(n, window)
 
     def profile_positions(self, position: int) -> Sequence[int]:
         return (position + 1,) if position + 1 < self.n else ()

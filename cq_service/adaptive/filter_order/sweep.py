@@ -13,12 +13,12 @@ stable statistics; the slowest of the four to adapt.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from cq_service.adaptive.filter_order.base import ProfilingOrderer
 from cq_service.adaptive.filter_order.matrix_view import entries
-from cq_service.adaptive.filter_order.profile import ProfileWindow
 
 __all__ = ["Sweep"]
 
@@ -26,21 +26,11 @@ __all__ = ["Sweep"]
 class Sweep(ProfilingOrderer):
     name = "sweep"
 
-    def __init__(
-        self,
-        n: int,
-        *,
-        p: float = 0.01,
-        window: int = 500,
-        alpha: float = 0.9,
-        stage: int | None = None,
-        seed: int = 0,
-        unit_costs: bool = False,
-        start: Sequence[int] | None = None,
-    ):
-        super().__init__(n, p=p, alpha=alpha, seed=seed, unit_costs=unit_costs, start=start)
-        self.window = ProfileWindow(n, window)
-        self.stage = stage if stage is not None else max(1, window // 5)
+    WINDOW = 500  # the brief's Sweep window
+
+    def __init__(self, n: int, *, stage: int | None = None, **options: Any):
+        super().__init__(n, **options)
+        self.stage = stage if stage is not None else max(1, self.window.size // 5)
         self.j = 1  # the profiled position
         self._in_stage = 0
 
