@@ -39,6 +39,9 @@ class Conjunction:
         self._refs = [sorted(column_refs(c)) for c in self.conjuncts]
         adaptive = n > 1 and orderer is not None and all(movable(c) for c in self.conjuncts)
         self.orderer: ConjunctOrderer = orderer(n) if adaptive else StaticOrder(n)  # type: ignore[misc]
+        # The written order, never profiled: the whole predicate at once is cheaper than one
+        # conjunct at a time (no gathers; measured 2x on cheap comparisons).
+        self._whole = compile_predicate(predicate) if type(self.orderer) is StaticOrder else None
         self.evaluated = [0] * n  # rows each conjunct was evaluated on (profiling excluded)
         self.profiled = 0  # profile tuples made
 
@@ -54,9 +57,10 @@ class Conjunction:
         n = len(batch)
         if not n:
             return batch
-        if len(self._preds) == 1:
+        if self._whole is not None or len(self._preds) == 1:
             self.evaluated[0] += n
-            return batch.filter(self._preds[0](batch.columns, n))
+            whole = self._whole if self._whole is not None else self._preds[0]
+            return batch.filter(whole(batch.columns, n))
         orderer = self.orderer
         order = list(orderer.order())
         k = len(order)
