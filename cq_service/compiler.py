@@ -26,6 +26,7 @@ from cq_service.plan.shared_joins import share_window_joins
 from cq_service.spec import load_pipeline
 from cq_service.spec.exceptions import SpecErrors
 from cq_service.spec.model import PipelineSpec, QuerySpec
+from cq_service.spec.sys_stream import SYS_STREAM, with_sys_stream
 
 __all__ = ["CompiledPipeline", "compile_pipeline", "load_and_compile", "run_plan", "subset"]
 
@@ -57,6 +58,7 @@ def compile_pipeline(spec: PipelineSpec) -> CompiledPipeline:
             parsed[q.name] = parse_query(q.cql)
         except CQLError as e:
             errors.append(_in_file(e, q, spec))
+    spec = _with_sys_stream_if_read(spec, parsed)
     order = _dependency_order(spec, parsed, errors)
     catalog = Catalog(spec.time_unit_ns)
     for s in list(spec.streams.values()) + list(spec.relations.values()):
@@ -196,6 +198,14 @@ def _table_refs(node: Any, out: list, subqueries: bool = False) -> None:
     for name in getattr(node, "__dataclass_fields__", None) or ():
         if name != "span":
             _table_refs(getattr(node, name), out, subqueries)
+
+
+def _with_sys_stream_if_read(spec: PipelineSpec, parsed: dict[str, ast.Query]) -> PipelineSpec:
+    """`spec` with the reserved stream SysStream among its streams when a query reads it."""
+    refs: set[str] = set()
+    for query in parsed.values():
+        _referenced(query, refs)
+    return with_sys_stream(spec) if SYS_STREAM.lower() in refs else spec
 
 
 def _referenced(node: Any, out: set[str]) -> None:

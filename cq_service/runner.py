@@ -129,6 +129,7 @@ def run_pipeline(
         policy=make_policy(policy, latency_bound, share),
         budget=batch_rows,
         filter_order=orderer_factory(filter_order or spec.resources.filter_order),
+        pipeline=spec.name,
     )
     if cpu_time:
         executor.clock = time.thread_time

@@ -31,15 +31,19 @@ from cq_service.engine.operators.select import Select
 from cq_service.engine.operators.shared_join import SharedJoin, SharedJoinRoute
 from cq_service.engine.operators.sink import ResultWriter, SinkOperator
 from cq_service.engine.operators.source import ChunkReader, DeadLetters, SourceOperator
+from cq_service.engine.operators.sys_stream import SysStreamSource
 from cq_service.engine.operators.unbounded_window import UnboundedWindow
 from cq_service.engine.operators.view import ViewBoundary
 from cq_service.engine.queues import Queue, QueueReader
 from cq_service.engine.scheduler import SchedulingPolicy
+from cq_service.engine.statistics import EntityStatistics
 from cq_service.plan.panes import PanedAggregateOp
 from cq_service.plan.physical import PhysicalNode, PhysicalPlan
 from cq_service.plan.shared_joins import SharedJoinOp, SharedJoinRouteOp
 
-__all__ = ["SourceOptions", "build_executor", "make_operator", "make_source"]
+__all__ = [
+    "SourceOptions", "build_executor", "make_operator", "make_source", "publish_statistics"
+]
 
 
 @dataclass(frozen=True)
@@ -61,8 +65,10 @@ def build_executor(
     budget: int = 65_536,
     step_seconds: float | None = None,
     filter_order: OrdererFactory | None = None,
+    pipeline: str = "",
 ) -> Executor:
-    """`filter_order` makes the orderer of each selection's conjuncts (None: as written)."""
+    """`filter_order` makes the orderer of each selection's conjuncts (None: as written);
+    `pipeline` names the entities of the statistics SysStream publishes."""
     options = options or {}
     queues: dict[int, Queue] = {}
     operators: list[Operator] = []
@@ -80,7 +86,16 @@ def build_executor(
         )
         sink.out_types = s.types
         operators.append(sink)
-    return Executor(operators, list(queues.values()), policy, budget, step_seconds)
+    executor = Executor(operators, list(queues.values()), policy, budget, step_seconds)
+    publish_statistics(executor, pipeline)
+    return executor
+
+
+def publish_statistics(executor: Executor, pipeline: str = "") -> None:
+    """Let every SysStream source of `executor` publish its statistics (engine/statistics.py)."""
+    for op in executor.sources:
+        if isinstance(op, SysStreamSource) and op.publishes is None:
+            op.publish_with(EntityStatistics(executor, pipeline).snapshot)
 
 
 def make_operator(
@@ -130,9 +145,13 @@ def make_source(
     options: SourceOptions | None,
     dead_letters: DeadLetters | None,
 ) -> SourceOperator:
-    """The operator reading source `op` with `reader` into `out`."""
-    o = options or SourceOptions(is_relation=op.is_relation)
+    """The operator reading source `op` with `reader` into `out`; a reader that carries a
+    `statistics_interval` (io/system.py) makes SysStream's source."""
     names = [f.name for f in op.schema]
+    interval = getattr(reader, "statistics_interval", None)
+    if interval is not None:
+        return SysStreamSource(op.name, out, int(interval), names)
+    o = options or SourceOptions(is_relation=op.is_relation)
     heartbeat = None if o.heartbeat is None else (names.index(o.heartbeat[0]), o.heartbeat[1])
     return SourceOperator(
         op.name,

@@ -24,7 +24,12 @@ import numpy as np
 from cq_service.cql import logical as L
 from cq_service.engine.adjust import Adjustment, adjust, adjustable, replay
 from cq_service.engine.batch import Batch
-from cq_service.engine.build import SourceOptions, make_operator, make_source
+from cq_service.engine.build import (
+    SourceOptions,
+    make_operator,
+    make_source,
+    publish_statistics,
+)
 from cq_service.engine.executor import Executor
 from cq_service.engine.filter_order import OrdererFactory
 from cq_service.engine.operators.base import NEVER, Operator, StateMismatch
@@ -107,6 +112,7 @@ class LiveEngine:
         op.out_types = [f.type for f in source.schema]
         self.sources[key] = op
         self._rebuild()
+        publish_statistics(self.executor)  # a SysStream source publishes every entity's
         return op
 
     def remove_source(self, key: str) -> SourceOperator:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from itertools import islice
 
 from cq_service.engine.batch import Batch
 
@@ -118,6 +119,10 @@ class Queue:
         k = max(0, self._cursors[reader.index] - self._base)
         return sum(self._sizes[i] for i in range(k, len(self._sizes)))
 
+    def _pending_rows(self, reader: QueueReader) -> int:
+        k = max(0, self._cursors[reader.index] - self._base)
+        return sum(len(b) for b in islice(self._items, k, None) if isinstance(b, Batch))
+
     def _release(self) -> None:
         low = min(self._cursors)  # detached readers never hold anything back
         while self._base < low and self._items:
@@ -168,3 +173,7 @@ class QueueReader:
     def pending_bytes(self) -> int:
         """Bytes of the batches not yet read by this reader."""
         return self.queue._pending_bytes(self)
+
+    def pending_rows(self) -> int:
+        """Elements of the batches not yet read by this reader."""
+        return self.queue._pending_rows(self)

@@ -33,6 +33,7 @@ from cq_service.io.sinks import (
     csv_lines,
     json_lines,
 )
+from cq_service.io.system import StatisticsReader
 
 __all__ = [
     "SINKS",
@@ -55,6 +56,7 @@ __all__ = [
     "SinkError",
     "SourceError",
     "SourceReader",
+    "StatisticsReader",
     "StdoutSink",
     "csv_lines",
     "json_lines",

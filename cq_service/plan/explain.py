@@ -6,6 +6,7 @@ from cq_service.cql import logical as L
 from cq_service.plan.panes import PanedAggregateOp
 from cq_service.plan.physical import PhysicalNode, PhysicalPlan
 from cq_service.plan.shared_joins import SharedJoinOp, SharedJoinRouteOp
+from cq_service.spec.sys_stream import is_sys_stream
 
 __all__ = ["describe", "explain"]
 
@@ -13,6 +14,9 @@ __all__ = ["describe", "explain"]
 def _detail(op: L.LogicalOp, filter_order: str = "a-greedy") -> tuple[str, str]:
     """(operator description, synopsis it keeps); `filter_order` orders a selection's
     conjuncts."""
+    if isinstance(op, L.Source) and is_sys_stream(op.name):
+        return ("statistics source SysStream (the engine's own, docs/sys-stream.md)",
+                "-")
     if isinstance(op, L.Source):
         return (f"{'relation' if op.is_relation else 'stream'} source {op.name}",
                 "reorder buffer (max_delay)")

@@ -39,6 +39,7 @@ from cq_service.spec.model import (
 from cq_service.spec.positions import Path, YamlDocument
 from cq_service.spec.quantities import parse_duration, parse_size
 from cq_service.spec.schema import ENTITIES, describe_path
+from cq_service.spec.sys_stream import SYS_STREAM, is_sys_stream
 from cq_service.types import DataType, parse_type
 
 _RESERVED_COLUMNS = ("_ts", "_op")
@@ -283,6 +284,11 @@ class SpecBuilder:
             runner=raw.get("runner", DEFAULT_RUNNER),
             shared_join=raw.get("shared_join", DEFAULT_SHARED_JOIN),
             filter_order=raw.get("filter_order", DEFAULT_FILTER_ORDER),
+            statistics_interval=self._positive_duration(
+                raw["statistics_interval"], (*path, "statistics_interval")
+            )
+            if "statistics_interval" in raw
+            else None,
         )
 
     def _scheduling(self, raw: Mapping[str, Any], path: Path) -> ResourcesSpec:
@@ -319,7 +325,7 @@ class SpecBuilder:
             return ResourcesSpec(scheduler=scheduler, share=share, span=span)
         if scheduler != LATENCY_BOUNDED_SCHEDULER:
             return ResourcesSpec(scheduler=scheduler, span=span)
-        bound = self._latency_bound(raw["latency_bound"], (*path, "latency_bound"))
+        bound = self._positive_duration(raw["latency_bound"], (*path, "latency_bound"))
         if bound is None:
             return ResourcesSpec(span=span)
         return ResourcesSpec(scheduler=scheduler, latency_bound=bound, span=span)
@@ -336,8 +342,8 @@ class SpecBuilder:
             return None
 
 
-    def _latency_bound(self, value: int | str, path: Path) -> int | None:
-        """A latency bound as a whole number of time_unit > 0; None after reporting why not."""
+    def _positive_duration(self, value: int | str, path: Path) -> int | None:
+        """A duration as a whole number of time_unit > 0; None after reporting why not."""
         before = len(self.errors)
         bound = self._duration(value, path)
         if len(self.errors) > before:
@@ -386,6 +392,13 @@ class SpecBuilder:
         names.sort(key=lambda n: (n.span.line, n.span.col))
         first: dict[str, _Name] = {}
         for entry in names:
+            if is_sys_stream(entry.name):
+                self._error(
+                    f"{entry.kind} name '{entry.name}' is reserved: {SYS_STREAM} is the engine's "
+                    f"statistics stream, which every query may read without declaring it",
+                    entry.span,
+                )
+                continue
             earlier = first.setdefault(entry.name.lower(), entry)
             if earlier is entry:
                 continue

@@ -5,7 +5,8 @@ Three passes, each reporting every problem it finds with its position:
 2. the JSON Schema (`pipeline.schema.json`), each error mapped to the offending key or value
    (`schema`);
 3. checks the schema cannot express, run once the schema passes (`builder`): names unique
-   across streams, relations and queries (case-insensitively, as in CQL), the timestamp
+   across streams, relations and queries (case-insensitively, as in CQL) and none of them
+   `SysStream` (reserved: spec/sys_stream.py), the timestamp
    column's type, source files that must exist, formats known from the extension, durations in
    whole time units, a `resources.latency_bound` exactly when the scheduler is chain_bounded,
    a `resources.share` exactly when it is chain_share,

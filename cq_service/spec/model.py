@@ -209,6 +209,8 @@ class ResourcesSpec:
     runner: str = DEFAULT_RUNNER  # what runs the queries: one of RUNNERS (docs/spark-runner.md)
     shared_join: str = DEFAULT_SHARED_JOIN  # one of SHARED_JOINS (docs/scheduling.md)
     filter_order: str = DEFAULT_FILTER_ORDER  # one of FILTER_ORDERS (docs/adaptive.md)
+    # SysStream's interval in time_unit (None: one second; spec/sys_stream.py)
+    statistics_interval: int | None = None
     span: Span = field(default=Span(), compare=False)
 
     def __post_init__(self) -> None:

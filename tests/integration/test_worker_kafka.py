@@ -285,3 +285,54 @@ def test_malformed_messages_go_to_the_dead_letter_topic(tmp_path: Path, kafka_bo
     metrics = worker.get("/metrics")
     line = next(ln for ln in metrics.splitlines() if ln.startswith("cq_source_malformed_total{"))
     assert float(line.rsplit(" ", 1)[1]) == len(bad)
+
+
+def test_sys_stream_over_kafka_and_the_api(tmp_path: Path, kafka_bootstrap: str, setup) -> None:
+    """A SysStream query's results reach its Kafka topic and the results API; the source's
+    statistics count exactly what was produced (elements and malformed messages)."""
+    topic, _, sinks, worker = setup
+    monitor = "SELECT * FROM SysStream WHERE kind = 'source'"
+    queries = {"every": QUERIES["every"], "counts": monitor}  # `counts`' topic carries it
+    text = pipeline_yaml(topic, sinks, queries)
+    text = text.replace("queries:\n", "resources: {statistics_interval: 100}\nqueries:\n")
+    (tmp_path / "pipelines" / "p.yaml").write_text(text)
+    worker.start()
+    events: list[str] = []
+
+    def listen() -> None:  # the results API, as server-sent events
+        url = f"http://127.0.0.1:{worker.port}/queries/kafka-e2e/counts/results"
+        with urllib.request.urlopen(url, timeout=30) as r:
+            for raw in r:
+                line = raw.decode().strip()
+                if line.startswith("data: "):
+                    events.append(line[6:])
+                    if len(events) >= 3:
+                        return
+
+    import threading
+
+    listener = threading.Thread(target=listen, daemon=True)
+    listener.start()
+    data = records(N)
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, api_version=KAFKA_API_VERSION)
+    producer.send(topic, b"{not json", partition=0)
+    producer.flush()
+    produce(kafka_bootstrap, topic, data + flush_records())
+    consumer = KafkaConsumer(
+        bootstrap_servers=kafka_bootstrap, api_version=KAFKA_API_VERSION,
+        auto_offset_reset="earliest", enable_auto_commit=False, consumer_timeout_ms=300,
+    )
+    consumer.assign([TopicPartition(sinks["counts"], 0)])
+    seen: list[dict] = []
+    deadline = time.monotonic() + 90
+    done = False
+    while time.monotonic() < deadline and not done:
+        seen.extend(json.loads(m.value) for m in consumer)
+        source = [r for r in seen if r["entity"] == "S"]
+        done = any(r["rows_in"] == N + PARTITIONS for r in source)
+    assert done, f"the source's statistics never counted every element: {seen[-3:]}"
+    last = max((r for r in seen if r["entity"] == "S"), key=lambda r: r["rows_in"])
+    assert last["dead_lettered"] == 1 and last["kind"] == "source" and last["pipeline"] == ""
+    assert all(r["_ts"] % 100 == 0 for r in seen)
+    listener.join(30)
+    assert len(events) >= 3 and all(json.loads(e)["kind"] == "source" for e in events)

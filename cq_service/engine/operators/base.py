@@ -124,6 +124,11 @@ class Operator(ABC):
         """One line for `cq explain`."""
         return self.kind
 
+    def filter_order(self) -> str:
+        """The current order of its conjuncts (a selection, a join's residual), e.g.
+        ``a-greedy: F3, F1, F2``; '' when it orders none."""
+        return ""
+
     # -- subclass helpers ---------------------------------------------------------------------
 
     def empty(self, ticks: np.ndarray | None = None) -> Batch:

@@ -81,6 +81,9 @@ class Join(MultiInputOperator):
         order = self._residual.describe()
         return f"{kind} with residual" + (f" [{order}]" if order else "")
 
+    def filter_order(self) -> str:
+        return "" if self._residual is None else self._residual.describe()
+
     def state_size(self) -> tuple[int, int]:
         left, right = self._sides
         return len(left) + len(right), left.nbytes() + right.nbytes()

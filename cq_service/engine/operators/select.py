@@ -32,5 +32,8 @@ class Select(UnaryOperator):
         order = self.conjunction.describe()
         return f"{self.kind} [{order}]" if order else self.kind
 
+    def filter_order(self) -> str:
+        return self.conjunction.describe()
+
     def on_batch(self, batch: Batch) -> None:
         self.emit(self.conjunction.apply(batch))

@@ -62,3 +62,17 @@ def test_every_object_rejects_unknown_keys():
         if where.endswith("/if"):
             continue  # a condition, not an object definition
         assert obj.get("additionalProperties") is False, where
+
+
+def test_sys_stream_element_lists_the_engine_columns():
+    from cq_service.spec.sys_stream import SYS_STREAM_FIELDS
+
+    element = pipeline_schema()["$defs"]["sysStreamElement"]
+    assert list(element["properties"]) == [n for n, _, _ in SYS_STREAM_FIELDS]
+    assert element["required"] == [n for n, _, _ in SYS_STREAM_FIELDS]
+    json_types = {"string": "string", "int": "integer", "float": "number"}
+    for name, t, meaning in SYS_STREAM_FIELDS:
+        prop = element["properties"][name]
+        assert prop["description"] == meaning
+        types = prop["type"] if isinstance(prop["type"], list) else [prop["type"]]
+        assert types[0] == json_types[t.value], name
