@@ -52,7 +52,7 @@ class JoinBuffer:
             return
         self.twins = True
         if len(self.ts):
-            self.hashes = row_hash(list(self.rows._contiguous()[0]))
+            self.hashes = row_hash(list(self.rows.live_arrays()[0]))
         self._recount()
 
     def _recount(self) -> None:
