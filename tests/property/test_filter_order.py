@@ -8,11 +8,9 @@ from __future__ import annotations
 import copy
 import os
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 from unittest import mock
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
@@ -20,32 +18,11 @@ from cq_service.adaptive.filter_order import ALGORITHMS
 from cq_service.spec.model import FILTER_ORDERS
 from tests.property import strategies as strat
 from tests.property.harness import assert_same, run_both, run_under_policies
+from tests.unit.engine.filter_orderers import Switching
 
 pytestmark = pytest.mark.property
 
 EXAMPLES = int(os.environ.get("CQ_PROPERTY_EXAMPLES", "60"))
-
-
-class Switching:
-    """A new random order at every batch; every dropped row profiled on every later filter."""
-
-    name = "switching"
-
-    def __init__(self, n: int, seed: int = 0):
-        self.n = n
-        self._rng = np.random.default_rng(seed)
-
-    def order(self) -> Sequence[int]:
-        return self._rng.permutation(self.n).tolist()
-
-    def sample(self, position: int, dropped: int) -> np.ndarray:
-        return np.arange(dropped)
-
-    def profile_positions(self, position: int) -> Sequence[int]:
-        return range(position + 1, self.n)
-
-    def observe(self, rows, seconds, known, drops) -> None:
-        pass
 
 
 def _with(case: strat.Case, filter_order: str) -> dict:

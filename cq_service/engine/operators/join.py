@@ -105,7 +105,7 @@ class Join(MultiInputOperator):
             return math.prod(self.sides())
         counts = []
         for side in (left, right):
-            _, keys, w = side._contiguous()
+            _, keys, w = side.live_arrays()
             names = [f"k{i}" for i in range(len(keys))]
             t = pa.table({**dict(zip(names, keys)), "__w": w})
             counts.append(t.group_by(names, use_threads=False).aggregate([("__w", "sum")]))

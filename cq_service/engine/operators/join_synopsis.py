@@ -346,8 +346,10 @@ class JoinSide:
                 w[here] = r.w[positions[here] - base + start]
         return cols, w
 
-    def _contiguous(self) -> tuple[list[pa.Array], list[pa.Array], np.ndarray]:
-        """Every live row as single arrays (columns, keys, weights)."""
+    def live_arrays(self) -> tuple[list[pa.Array], list[pa.Array], np.ndarray]:
+        """The rows at positions 0..len−1 as single arrays: (data columns, key columns, net
+        weights), a cancelled row not yet compacted away with weight 0. The side must hold
+        rows. Merges the runs: a pass over the synopsis."""
         runs = [r.tail(start) if start else r for r, start, _ in self._live_runs()]
         if len(runs) == 1:
             r = runs[0]
@@ -574,7 +576,7 @@ class JoinSide:
 
     def _consolidate(self) -> None:
         """Net weight per distinct row; rows whose weight is zero leave the synopsis."""
-        columns, keys, weights = self._contiguous()
+        columns, keys, weights = self.live_arrays()
         names = [f"c{i}" for i in range(len(columns))]
         knames = [f"k{i}" for i in range(len(keys))]
         t = pa.table(

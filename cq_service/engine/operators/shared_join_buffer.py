@@ -26,7 +26,8 @@ class JoinBuffer:
 
     With `twins` on, it also counts the retained tuples by the hash of their values, so that
     `append` can say which new tuples may equal an earlier one (the shared join's
-    `istream_routes`)."""
+    `istream_routes`): `hash_keys` holds the distinct hashes in ascending order, `hash_counts`
+    how many retained tuples have each (at least one), all kept with array operations."""
 
     def __init__(self, twins: bool = False) -> None:
         self.rows = JoinSide()
@@ -34,22 +35,30 @@ class JoinBuffer:
         self.base = 0  # the position of the first retained tuple
         self.twins = twins
         self.hashes = np.empty(0, np.uint64)  # per retained tuple (with `twins`)
-        self.by_hash: dict[int, int] = {}  # retained tuples per hash (with `twins`)
+        self.hash_keys = np.empty(0, np.uint64)  # distinct hashes, ascending (with `twins`)
+        self.hash_counts = np.empty(0, np.int64)  # retained tuples per hash (with `twins`)
 
     def __setstate__(self, state: dict) -> None:
         # A snapshot from before `twins` existed: such a store counts no hashes (`count_twins`).
-        self.__dict__.update({"twins": False, "hashes": np.empty(0, np.uint64), "by_hash": {}})
+        self.__dict__.update({"twins": False, "hashes": np.empty(0, np.uint64)})
         self.__dict__.update(state)
+        self.__dict__.pop("by_hash", None)  # counted in a dict before: recount from `hashes`
+        if "hash_keys" not in state:
+            self._recount()
 
     def count_twins(self) -> None:
         """Start counting the retained tuples by hash (a store restored without the counts)."""
         if self.twins:
             return
         self.twins = True
-        self.hashes = row_hash(list(self.rows._contiguous()[0])) if len(self.ts) else self.hashes
-        self.by_hash = {}
-        for v in self.hashes.tolist():
-            self.by_hash[v] = self.by_hash.get(v, 0) + 1
+        if len(self.ts):
+            self.hashes = row_hash(list(self.rows.live_arrays()[0]))
+        self._recount()
+
+    def _recount(self) -> None:
+        """The counts, from `hashes`."""
+        self.hash_keys, self.hash_counts = np.unique(self.hashes, return_counts=True)
+        self.hash_counts = self.hash_counts.astype(np.int64, copy=False)
 
     @property
     def count(self) -> int:
@@ -68,12 +77,23 @@ class JoinBuffer:
             return None
         h = row_hash(list(batch.columns))
         self.hashes = np.concatenate([self.hashes, h])
-        twin = np.zeros(len(h), bool)
-        counts = self.by_hash
-        for i, v in enumerate(h.tolist()):
-            seen = counts.get(v, 0)
-            twin[i] = seen > 0
-            counts[v] = seen + 1
+        # The batch's distinct hashes, how many tuples have each, and the first that does.
+        order = np.argsort(h)
+        sorted_h = h[order]
+        starts = np.flatnonzero(np.r_[True, sorted_h[1:] != sorted_h[:-1]][: len(h)])
+        distinct, first = sorted_h[starts], np.minimum.reduceat(order, starts)
+        n = np.diff(np.r_[starts, len(h)])
+        # A tuple is a twin if its hash is retained already or it is not its hash's first.
+        at = np.searchsorted(self.hash_keys, distinct)
+        known = at < len(self.hash_keys)
+        known[known] = self.hash_keys[at[known]] == distinct[known]
+        twin = np.ones(len(h), bool)
+        twin[first] = known
+        self.hash_counts[at[known]] += n[known]
+        new = ~known
+        if new.any():
+            self.hash_keys = np.insert(self.hash_keys, at[new], distinct[new])
+            self.hash_counts = np.insert(self.hash_counts, at[new], n[new])
         for c in batch.columns:  # NaN payloads hash apart yet may group together: assume twins
             if pa.types.is_floating(c.type):
                 twin |= np.asarray(pc.is_nan(c).fill_null(False))
@@ -143,11 +163,11 @@ class JoinBuffer:
             self.ts = self.ts[k:]
             self.base = keep
             if self.twins:
-                counts = self.by_hash
-                for v in self.hashes[:k].tolist():
-                    left = counts[v] - 1
-                    if left:
-                        counts[v] = left
-                    else:
-                        del counts[v]
+                distinct, n = np.unique(self.hashes[:k], return_counts=True)
+                at = np.searchsorted(self.hash_keys, distinct)  # each one is counted
+                self.hash_counts[at] -= n
+                gone = at[self.hash_counts[at] == 0]
+                if len(gone):
+                    self.hash_keys = np.delete(self.hash_keys, gone)
+                    self.hash_counts = np.delete(self.hash_counts, gone)
                 self.hashes = self.hashes[k:]

@@ -417,7 +417,7 @@ def _side_rows(side) -> Counter:
     """A synopsis's rows by net weight."""
     if not len(side):
         return Counter()
-    cols, _, w = side._contiguous()
+    cols, _, w = side.live_arrays()
     c: Counter = Counter()
     for row, k in zip(zip(*(x.to_pylist() for x in cols)), w.tolist()):
         c[row] += k
@@ -510,7 +510,7 @@ def test_retractions_cancel_equal_rows_of_any_weight(seed):
         side.add(list(batch.columns), [batch.columns[0]], batch.w)
         assert _side_rows(side) == live
         assert side._retractions == 0 and side.dead == 0
-        assert len(side) == 0 or bool((side._contiguous()[2] > 0).all())
+        assert len(side) == 0 or bool((side.live_arrays()[2] > 0).all())
 
 
 def test_a_side_pickled_under_the_old_module_path_loads():

@@ -17,6 +17,7 @@ from cq_service.engine.filter_order import StaticOrder, movable, split_conjuncts
 from cq_service.engine.operators.select import Select
 from cq_service.engine.queues import Queue
 from cq_service.types import DataType
+from tests.unit.engine.filter_orderers import Switching
 
 INT, BOOL, STRING = DataType.INT, DataType.BOOL, DataType.STRING
 TYPES = [INT, INT, STRING]
@@ -37,30 +38,6 @@ CONJUNCTS = [
     Call("or", (Call("is_null", (a,), BOOL), Call("lt", (b, Const(8, INT)), BOOL)), BOOL),
     Call("eq", (CastExpr(c, INT), CastExpr(c, INT)), BOOL),  # NULL where c is not a number
 ]
-
-
-class Switching:
-    """A new random order at every batch, every dropped row profiled on every later filter."""
-
-    name = "switching"
-
-    def __init__(self, n: int, seed: int = 0):
-        self.n = n
-        self._rng = np.random.default_rng(seed)
-        self.seen = 0
-
-    def order(self) -> Sequence[int]:
-        return self._rng.permutation(self.n).tolist()
-
-    def sample(self, position: int, dropped: int) -> np.ndarray:
-        return np.arange(dropped)
-
-    def profile_positions(self, position: int) -> Sequence[int]:
-        return range(position + 1, self.n)
-
-    def observe(self, rows, seconds, known, drops) -> None:
-        assert known.shape == drops.shape and known.shape[1] == self.n
-        self.seen += len(drops)
 
 
 def _batch(seed: int, n: int = 300) -> Batch:
