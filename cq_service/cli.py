@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 import traceback
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -67,17 +68,42 @@ def explain(
         help="run the pipeline over its sources (results discarded) and show each operator's "
         "estimated memory and CPU next to the measured",
     ),
+    live: bool = typer.Option(
+        False,
+        "--live",
+        help="with the plan, every entity's statistics now: current windows, filter orders, "
+        "rows, selectivity, memory, lag (SysStream's columns). From the worker at --server "
+        "running this pipeline; without --server, after running the file (results discarded)",
+    ),
+    server: str | None = typer.Option(
+        None, "--server", help="the worker's API, e.g. http://127.0.0.1:8080 (with --live)"
+    ),
+    every: float | None = typer.Option(
+        None, "--every", help="with --live --server: print again every this many seconds"
+    ),
 ) -> None:
     """Print the physical plan: operators, windows, queues, synopses, sharing."""
     from cq_service.compiler import load_and_compile, run_plan
     from cq_service.plan.explain import explain as render
 
+    if (server is not None or every is not None) and not live:
+        typer.echo("error: --server and --every go with --live", err=True)
+        raise typer.Exit(2)
+    if every is not None and (server is None or every <= 0):
+        typer.echo("error: --every wants --server and a positive number of seconds", err=True)
+        raise typer.Exit(2)
     try:
         compiled = load_and_compile(file)
+        if live and server is not None:
+            _explain_live_remote(server, compiled.spec.name, every)
+            return
         resources = compiled.spec.resources
         typer.echo(
             render(run_plan(compiled), policy or resources.scheduler, resources.filter_order)
         )
+        if live:
+            typer.echo("")
+            typer.echo(_explain_live_local(compiled))
         if costs:
             from cq_service.explain_costs import measure_costs, render_costs
 
@@ -87,6 +113,53 @@ def explain(
         for line in e.lines():
             typer.echo(line)
         raise typer.Exit(2) from None
+
+
+def _explain_live_local(compiled: Any) -> str:
+    """Run the pipeline over its sources, results discarded, and tabulate its entities."""
+    from dataclasses import replace
+
+    from cq_service.engine.statistics import EntityStatistics
+    from cq_service.runner import run_pipeline
+    from cq_service.spec.model import SinkSpec
+    from cq_service.stats import render_live
+
+    plan = compiled.plan
+    blackhole = SinkSpec(type="blackhole")  # results and dead letters counted, not written
+    quiet = replace(plan, sinks=[replace(s, sink=blackhole) for s in plan.sinks])
+    spec = replace(compiled.spec, dead_letter=blackhole)
+    report = run_pipeline(replace(compiled, plan=quiet, spec=spec))
+    ex = report.executor
+    clock = max((s.watermark for s in ex.sources), default=0)
+    rows = EntityStatistics(ex, compiled.spec.name).snapshot(clock)
+    return render_live(rows, f"live, at the end of input ({report.seconds:.3f} s; rates over "
+                             f"the whole run; F1.. as written):")
+
+
+def _explain_live_remote(server: str, name: str, every: float | None) -> None:
+    """Print the worker's live explain of pipeline `name`, once or every `every` seconds."""
+    import time
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    url = f"{server.rstrip('/')}/pipelines/{urllib.parse.quote(name)}/explain?live=true"
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=30) as response:
+                text = response.read().decode()
+        except urllib.error.HTTPError as e:
+            typer.echo(f"the worker at {server} answered {e.code} for {name}: "
+                       f"{e.read().decode(errors='replace')[:300]}", err=True)
+            raise typer.Exit(2 if e.code == 404 else 1) from None
+        except OSError as e:
+            typer.echo(f"cannot reach the worker at {server}: {e}", err=True)
+            raise typer.Exit(1) from None
+        typer.echo(text)
+        if every is None:
+            return
+        time.sleep(every)
+        typer.echo("")
 
 
 @app.command()

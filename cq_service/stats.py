@@ -1,15 +1,18 @@
-"""`cq run --stats`: per-operator element counts and peak memory of queues and synopses."""
+"""`cq run --stats`: per-operator element counts and peak memory of queues and synopses; and
+`cq explain --live`'s table of every entity's statistics (the rows SysStream publishes)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from cq_service.engine.scheduler.priority import PriorityPolicy
+from cq_service.spec.sys_stream import SYS_STREAM_FIELDS
 
 if TYPE_CHECKING:
     from cq_service.runner import RunReport
 
-__all__ = ["human_bytes", "render_stats"]
+__all__ = ["human_bytes", "render_live", "render_stats"]
 
 
 def human_bytes(n: float) -> str:
@@ -75,3 +78,31 @@ def _priorities(report: RunReport) -> list[str]:
             f"{policy.priority_of(op):>10.3g}"
         )
     return lines
+
+
+def render_live(rows: Sequence[tuple], title: str) -> str:
+    """Entities' statistics (SysStream's columns, engine/statistics.py) as a table: what
+    `cq explain --live` prints. Rates are over the interval the rows cover."""
+    at = {name: i for i, (name, _, _) in enumerate(SYS_STREAM_FIELDS)}
+
+    def col(row: tuple, name: str) -> object:
+        return row[at[name]]
+
+    lines = [
+        title,
+        f"  {'kind':<8} {'entity':<16} {'in':>10} {'out':>10} {'sel':>7} {'µs/row':>8} {'queued':>8} "
+        f"{'memory':>10} {'lag':>8}  what (window, filter order)",
+    ]
+    for row in rows:
+        sel, us, lag = col(row, "selectivity"), col(row, "us_per_row"), col(row, "lag")
+        what = str(col(row, "detail"))
+        extras = [str(v) for v in (col(row, "window"), col(row, "filter_order")) if v]
+        if extras and not any(e in what for e in extras):
+            what += f" ({'; '.join(extras)})"
+        lines.append(
+            f"  {col(row, 'kind'):<8} {col(row, 'entity'):<16} {col(row, 'rows_in'):>10} "
+            f"{col(row, 'rows_out'):>10} {'-' if sel is None else f'{sel:.3f}':>7} "
+            f"{'-' if us is None else f'{us:.2f}':>8} {col(row, 'queued_rows'):>8} "
+            f"{human_bytes(col(row, 'memory')):>10} {'-' if lag is None else lag:>8}  {what}"
+        )
+    return "\n".join(lines)

@@ -127,8 +127,10 @@ def make_app(worker: Worker) -> FastAPI:
         return found[0]
 
     @app.get("/pipelines/{name}/explain", response_class=PlainTextResponse, responses=_READ)
-    def explain(name: PipelineName) -> str:
-        return call(lambda: w.explain_pipeline(worker, name))
+    def explain(name: PipelineName, live: bool = False) -> str:
+        """The physical plan, the current filter orders and adjustable windows; with
+        `live=true`, every entity's statistics now (docs/sys-stream.md)."""
+        return call(lambda: w.explain_pipeline(worker, name, live))
 
     @app.get("/pipelines/{name}/control", response_model=PipelineControl, responses=_READ)
     def pipeline_control(name: PipelineName) -> dict[str, Any]:

@@ -19,11 +19,13 @@ from cq_service.engine.operators.base import NEVER
 from cq_service.engine.operators.join import Join
 from cq_service.engine.operators.range_window import RangeWindow
 from cq_service.engine.operators.select import Select
+from cq_service.engine.statistics import EntityStatistics
 from cq_service.plan.explain import explain
 from cq_service.plan.shared_joins import share_window_joins
 from cq_service.service.reconciler import API, REJECTION_REASONS
 from cq_service.service.results import ResultTee
-from cq_service.spec.model import LATENCY_BOUNDED_SCHEDULER, SHARE_SCHEDULER
+from cq_service.spec.model import LATENCY_BOUNDED_SCHEDULER, SHARE_SCHEDULER, PipelineSpec
+from cq_service.stats import render_live
 
 if TYPE_CHECKING:
     from cq_service.service.worker import Worker
@@ -128,7 +130,9 @@ def query_status(worker: Worker, pipeline: str, name: str, record: Any = None) -
     return out
 
 
-def explain_pipeline(worker: Worker, pipeline: str) -> str:
+def explain_pipeline(worker: Worker, pipeline: str, live: bool = False) -> str:
+    """The pipeline's plan, its current filter orders and adjustable windows; `live` adds
+    every entity's statistics now (`cq explain --live`, docs/sys-stream.md)."""
     spec = worker.pipelines.get(pipeline)
     if spec is None:
         raise KeyError(f"pipeline {pipeline}")
@@ -148,7 +152,21 @@ def explain_pipeline(worker: Worker, pipeline: str) -> str:
         text += "\nadjustable windows now (size, granularity in " + spec.time_unit + "):"
         for (_, query, item), (size, grain) in sorted(settings.items()):
             text += f"\n  {query} {item}: [Range {size}]" + (f" Γ({grain})" if grain > 1 else "")
+    if live:
+        text += "\n\n" + _live_table(worker, spec)
     return text
+
+
+def _live_table(worker: Worker, spec: PipelineSpec) -> str:
+    """The statistics of the pipeline's operators, queues and sinks, and of the sources it
+    reads (shared with other deployments: their counts are the source's)."""
+    ex = worker.engine.executor
+    inputs = {n.lower() for n in (*spec.streams, *spec.relations)}
+    rows = [
+        r for r in EntityStatistics(ex).snapshot(max((s.watermark for s in ex.sources), default=0))
+        if r[0] == spec.name or (r[1] == "source" and r[2].lower() in inputs)
+    ]
+    return render_live(rows, "live (totals and rates since each entity started; F1.. as written):")
 
 
 def subscribe(worker: Worker, pipeline: str, name: str) -> tuple[ResultTee, Any]:

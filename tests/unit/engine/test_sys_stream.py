@@ -156,3 +156,24 @@ def test_statistics_interval_must_be_positive(tmp_path: Path) -> None:
     with pytest.raises(CQError) as err:
         load_and_compile(path)
     assert "statistics_interval" in err.value.lines()[0]
+
+
+def test_explain_live_runs_the_file_and_shows_windows_and_orders(tmp_path: Path) -> None:
+    """`cq explain --live FILE`: the plan, then every entity's statistics at the end of
+    input (the same rows SysStream publishes), sinks left unwritten."""
+    import subprocess
+    import sys
+
+    path = _pipeline(tmp_path, monitor=None)
+    cq = Path(sys.executable).with_name("cq")
+    r = subprocess.run([cq, "explain", str(path), "--live"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    live = r.stdout.split("live, at the end of input")[1]
+    assert "Range 4 Slide 2" in live and "Rows 3" in live
+    assert "select [static: F1, F2]" in live
+    source = next(line for line in live.splitlines() if " S " in line and "source" in line)
+    assert source.split()[2] == "11"  # the elements read: every well-formed record
+    assert not (tmp_path / "out").exists()
+    bad = subprocess.run([cq, "explain", str(path), "--every", "1"], capture_output=True,
+                         text=True)
+    assert bad.returncode == 2 and "--live" in bad.stderr

@@ -57,3 +57,32 @@ def test_worker_publishes_every_entity_and_results_stay_exact(
     run_pipeline(load_and_compile(reference / "pipeline.yaml"))
     for ref in sorted((reference / "out").glob("*.jsonl")):
         assert (folder / NAME / "out" / ref.name).read_text() == ref.read_text(), ref.name
+
+
+def test_explain_live_from_the_worker(tmp_path: Path, folder: Path, make_worker) -> None:
+    """`cq explain FILE --live --server URL` prints the worker's live explain: the plan, then
+    the deployment's entities with their current windows and counts."""
+    import subprocess
+    import sys
+
+    from tests.unit.service.serving import serving_http
+
+    worker = make_worker(batch_rows=8)
+    run_until_done(worker)
+    cq = Path(sys.executable).with_name("cq")
+    with serving_http(worker) as url:
+        r = subprocess.run(
+            [cq, "explain", str(folder / NAME / "pipeline.yaml"), "--live", "--server", url],
+            capture_output=True, text=True, timeout=60,
+        )
+        missing = subprocess.run(
+            [cq, "explain", str(tmp_path / "p" / NAME / "pipeline.yaml"), "--live", "--server",
+             url + "/nothing-here"], capture_output=True, text=True, timeout=60,
+        )
+    assert r.returncode == 0, r.stderr
+    assert "physical plan" in r.stdout
+    live = r.stdout.split("live (totals and rates")[1]
+    assert "Range 30000 Slide 10000" in live  # domain_load's window, in ms
+    requests = next(line for line in live.splitlines() if line.split()[:2] == ["source", "Requests"])
+    assert int(requests.split()[2]) > 0
+    assert missing.returncode != 0
