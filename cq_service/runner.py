@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from cq_service.adaptive.filter_order import orderer_factory
+from cq_service.adaptive.filter_order import pipeline_orderers
 from cq_service.compiler import CompiledPipeline, run_plan
 from cq_service.cql.logical import Source
 from cq_service.engine.adjust import Adjustment
@@ -128,7 +128,7 @@ def run_pipeline(
         dead_letters=DeadLetterRouter(dead_sink, columns),
         policy=make_policy(policy, latency_bound, share),
         budget=batch_rows,
-        filter_order=orderer_factory(filter_order or spec.resources.filter_order),
+        filter_order=pipeline_orderers(spec, filter_order),
         pipeline=spec.name,
     )
     if cpu_time:

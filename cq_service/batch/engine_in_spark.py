@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cq_service.adaptive.filter_order import orderer_factory
+from cq_service.adaptive.filter_order import pipeline_orderers
 from cq_service.batch.spark import SPARK_TYPES
 from cq_service.compiler import CompiledPipeline, compile_pipeline, subset
 from cq_service.cql.logical import Source
@@ -251,7 +251,7 @@ def run_engine(task: EngineTask, streams: dict[str, pa.Table]) -> pa.Table:
         options=options,
         policy=make_policy("fifo", None),
         budget=task.batch_rows,
-        filter_order=orderer_factory(compiled.spec.resources.filter_order),
+        filter_order=pipeline_orderers(compiled.spec),
     )
     executor.run()
     sink = next(s for s in compiled.plan.sinks if s.query == task.query)

@@ -39,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cq_service.adaptive.filter_order import orderer_factory
+from cq_service.adaptive.filter_order import pipeline_orderers
 from cq_service.batch import engine_in_spark as eis
 from cq_service.cql import logical as L
 from cq_service.engine.build import SourceOptions
@@ -139,7 +139,7 @@ class BucketEngine:
         self.collect = eis.Collect(int(NEVER))
         writers = {s.query: self.collect if s.query == query else eis.Discard(int(NEVER))
                    for s in plan.sinks}
-        orders = orderer_factory(self.spec.resources.filter_order)
+        orders = pipeline_orderers(self.spec)
         if state is None:
             self.engine.add_queries(plan, {n: n for n in self.feeds}, writers, filter_order=orders)
         else:

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from cq_service.adaptive.filter_order import orderer_factory
+from cq_service.adaptive.filter_order import pipeline_orderers
 from cq_service.compiler import CompiledPipeline, load_and_compile
 from cq_service.cql.logical import Source
 from cq_service.engine.build import SourceOptions, build_executor
@@ -154,7 +154,7 @@ def run_shape(
     ex = build_executor(
         compiled.plan if plan is None else plan(compiled), readers=readers, writers=writers, options=options,
         policy=make_policy(policy, bound, share), budget=budget, step_seconds=STEP_SECONDS,
-        filter_order=orderer_factory(spec.resources.filter_order),
+        filter_order=pipeline_orderers(spec),
     )
     for src in ex.sources:  # relations are loaded before the first arrival
         while src.name not in arriving and not src.exhausted:

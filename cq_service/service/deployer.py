@@ -20,11 +20,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from cq_service.adaptive.filter_order import orderer_factory
+from cq_service.adaptive.filter_order import pipeline_orderers
 from cq_service.catalog.spec_json import sink_json
 from cq_service.compiler import CompiledPipeline, compile_pipeline
 from cq_service.cql import logical as L
 from cq_service.engine.build import SourceOptions
+from cq_service.engine.filter_order import OrdererFactory
 from cq_service.engine.live import GroupState
 from cq_service.engine.operators.base import NEVER
 from cq_service.errors import CQError, Span, Unreachable
@@ -320,7 +321,7 @@ class Deployer:
             alone = q.key if q.handover is not None else None
             groups.setdefault(json.dumps([gates, alone], sort_keys=True), []).append(i)
         for group, members in from_snapshot.values():
-            self._restore_group(group, members, saved, spec.resources.filter_order)
+            self._restore_group(group, members, saved, pipeline_orderers(spec))
         for gates_text, members in groups.items():
             gates = json.loads(gates_text)[0]
             source_keys = {n: key for i in members for n, key in queries[i].source_keys.items()}
@@ -344,7 +345,7 @@ class Deployer:
                 writers,
                 None if gates is None else {k: int(v) for k, v in gates.items()},
                 owner=spec.name,
-                filter_order=orderer_factory(spec.resources.filter_order),
+                filter_order=pipeline_orderers(spec),
             )
             for i in members:
                 q = queries[i]
@@ -445,10 +446,10 @@ class Deployer:
         group: GroupState,
         members: list[RunningQuery],
         saved: dict[str, dict[str, Any]],
-        filter_order: str,
+        orderers: OrdererFactory,
     ) -> None:
         """Rebuild a saved group from the snapshot; its queries not in `members` (changed or
-        gone since) are left out. `filter_order`: the pipeline's resources.filter_order."""
+        gone since) are left out. `orderers`: its selections' (`pipeline_orderers`)."""
         rt = self.rt
         writers = {}
         for s in group.plan.sinks:
@@ -458,7 +459,7 @@ class Deployer:
                                self.restore.snapshot_frontier(q.key) or int(NEVER))
                 writers[s.query] = self._writer(q, s, frontier)
         used = rt.engine.restore_group(
-            group, writers, [q.key for q in members], orderer_factory(filter_order)
+            group, writers, [q.key for q in members], orderers
         )
         for q in members:
             q.gates = {k: v for k, v in used.items() if k in q.source_keys.values()}

@@ -19,7 +19,7 @@ from cq_service.adaptive.filter_order.independent import Independent
 from cq_service.adaptive.filter_order.local_swaps import LocalSwaps
 from cq_service.adaptive.filter_order.sweep import Sweep
 from cq_service.engine.filter_order import ConjunctOrderer, OrdererFactory, StaticOrder
-from cq_service.spec.model import DEFAULT_FILTER_ORDER
+from cq_service.spec.model import DEFAULT_FILTER_ORDER, PipelineSpec
 
 __all__ = [
     "ALGORITHMS",
@@ -29,6 +29,7 @@ __all__ = [
     "ProfilingOrderer",
     "Sweep",
     "orderer_factory",
+    "pipeline_orderers",
 ]
 
 # `resources.filter_order` -> the orderer of n conjuncts (keyword arguments: seed, p, ...).
@@ -39,6 +40,14 @@ ALGORITHMS: dict[str, Callable[..., ConjunctOrderer]] = {
     "local-swaps": LocalSwaps,
     "static": lambda n, **_: StaticOrder(n),
 }
+
+
+def pipeline_orderers(spec: PipelineSpec, override: str | None = None) -> OrdererFactory:
+    """The orderers of a pipeline's selections: `override` (``cq run --filter-order``) or its
+    `resources.filter_order`. A fresh factory for every engine built from the pipeline, so
+    each one's seeds, and its run, are the same every time. Every caller that builds an engine
+    from a pipeline chooses here."""
+    return orderer_factory(override or spec.resources.filter_order)
 
 
 def orderer_factory(name: str | None = None, seed: int = 0) -> OrdererFactory:

@@ -32,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from cq_service.adaptive.filter_order import pipeline_orderers
 from cq_service.adaptive.measure import PlanMeter
 from cq_service.adaptive.poisson import KEYS, poisson_timestamps
 from cq_service.compiler import compile_pipeline
@@ -147,6 +148,7 @@ def _run_once(folder: Path, setting: Setting, seed: int, span: int) -> tuple[_Ru
         readers=readers,
         writers={"join": results},
         options={name: SourceOptions() for name in readers},
+        filter_order=pipeline_orderers(spec),
     )
     windows = [op for op in executor.operators if isinstance(op, RangeWindow)]
     (join,) = [op for op in executor.operators if isinstance(op, Join)]
