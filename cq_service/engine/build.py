@@ -6,7 +6,7 @@ each stream's time options, and where dead letters go.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from cq_service.cql import logical as L
@@ -36,7 +36,7 @@ from cq_service.engine.operators.unbounded_window import UnboundedWindow
 from cq_service.engine.operators.view import ViewBoundary
 from cq_service.engine.queues import Queue, QueueReader
 from cq_service.engine.scheduler import SchedulingPolicy
-from cq_service.engine.statistics import EntityStatistics
+from cq_service.engine.statistics import EntitySource, EntityStatistics
 from cq_service.plan.panes import PanedAggregateOp
 from cq_service.plan.physical import PhysicalNode, PhysicalPlan
 from cq_service.plan.shared_joins import SharedJoinOp, SharedJoinRouteOp
@@ -91,11 +91,14 @@ def build_executor(
     return executor
 
 
-def publish_statistics(executor: Executor, pipeline: str = "") -> None:
-    """Let every SysStream source of `executor` publish its statistics (engine/statistics.py)."""
+def publish_statistics(
+    executor: Executor, pipeline: str = "", extra: Sequence[EntitySource] = ()
+) -> None:
+    """Let every SysStream source of `executor` publish its statistics (engine/statistics.py),
+    and `extra`'s entities with them."""
     for op in executor.sources:
         if isinstance(op, SysStreamSource) and op.publishes is None:
-            op.publish_with(EntityStatistics(executor, pipeline).snapshot)
+            op.publish_with(EntityStatistics(executor, pipeline, extra).snapshot)
 
 
 def make_operator(

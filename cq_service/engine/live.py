@@ -39,6 +39,7 @@ from cq_service.engine.operators.sink import ResultWriter, SinkOperator
 from cq_service.engine.operators.source import ChunkReader, DeadLetters, SourceOperator
 from cq_service.engine.queues import Queue
 from cq_service.engine.scheduler import SchedulingPolicy
+from cq_service.engine.statistics import EntitySource
 from cq_service.plan.physical import PhysicalPlan
 
 __all__ = ["EngineState", "GroupState", "LiveEngine"]
@@ -97,6 +98,8 @@ class LiveEngine:
         self._group_of: dict[str, _Group] = {}  # query -> its group
         self.sinks: dict[str, SinkOperator] = {}  # query -> its sink
         self._serial = 0  # groups added so far
+        # entities SysStream publishes besides the engine's (the worker's resource manager)
+        self.entity_sources: list[EntitySource] = []
 
     # -- sources --------------------------------------------------------------------------------
 
@@ -112,7 +115,7 @@ class LiveEngine:
         op.out_types = [f.type for f in source.schema]
         self.sources[key] = op
         self._rebuild()
-        publish_statistics(self.executor)  # a SysStream source publishes every entity's
+        publish_statistics(self.executor, extra=self.entity_sources)  # SysStream's source
         return op
 
     def remove_source(self, key: str) -> SourceOperator:

@@ -8,6 +8,7 @@ selectivity and time per row cover the interval since the previous `snapshot`.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from cq_service.engine.executor import Executor
@@ -19,7 +20,7 @@ from cq_service.engine.operators.sink import SinkOperator
 from cq_service.engine.operators.source import SourceOperator
 from cq_service.engine.queues import NO_HEARTBEAT, Queue
 
-__all__ = ["EntityStatistics", "window_setting"]
+__all__ = ["EntitySource", "EntityStatistics", "entity_row", "window_setting"]
 
 
 @dataclass
@@ -29,14 +30,32 @@ class _Totals:
     busy: float = 0.0
 
 
+# More entities from outside the engine (the worker's resource manager): called with the
+# pipeline time, each returns rows built by `entity_row`.
+EntitySource = Callable[[int], list[tuple]]
+
+
+def entity_row(
+    pipeline: str, kind: str, entity: str, detail: str, *, memory: int = 0,
+    window: str | None = None,
+) -> tuple:
+    """A SysStream row for an entity that is not one of the engine's operators or queues:
+    counts 0 and rates NULL, except those given."""
+    return (pipeline, kind, entity, detail, 0, 0, None, None, 0, memory, 0, 0, None, window,
+            None)
+
+
 class EntityStatistics:
     """Snapshots of every entity of `executor`, remembering the last one's totals so the next
     can report per-interval rates. `pipeline` names entities that no deployment owns (in
-    ``cq run``: every one)."""
+    ``cq run``: every one); `extra` adds entities from outside the engine."""
 
-    def __init__(self, executor: Executor, pipeline: str = ""):
+    def __init__(
+        self, executor: Executor, pipeline: str = "", extra: Sequence[EntitySource] = ()
+    ):
         self.executor = executor
         self.pipeline = pipeline
+        self.extra = extra
         self._last: dict[tuple[str, str], _Totals] = {}
 
     def snapshot(self, clock: int) -> list[tuple]:
@@ -45,6 +64,8 @@ class EntityStatistics:
         producers = {id(op.output): op for op in ex.operators}
         rows = [self._operator(op, clock) for op in ex.operators]
         rows.extend(self._queue(q, producers.get(id(q)), clock) for q in ex.queues)
+        for more in self.extra:
+            rows.extend(more(clock))
         return rows
 
     def _operator(self, op: Operator, clock: int) -> tuple:

@@ -62,6 +62,7 @@ from cq_service.adaptive.measure import PlanMeter, mean_distance
 from cq_service.cql import logical as L
 from cq_service.engine.operators.base import NEVER
 from cq_service.engine.operators.range_window import RangeWindow
+from cq_service.engine.statistics import entity_row
 from cq_service.errors import AdjustmentError
 from cq_service.plan.physical import PhysicalPlan
 from cq_service.service.adjusting import adjust
@@ -162,6 +163,25 @@ class BudgetKeeper:
             state.peak = max(state.peak, state.now)
             if state.now > state.budget.memory:
                 state.over += 1
+
+    def entity_rows(self, clock: int) -> list[tuple]:
+        """SysStream's rows of the resource manager: one per deployment with a budget (its
+        bytes now, what it was planned at and how often the budget was exceeded)."""
+        rows = []
+        for name, st in self.states.items():
+            b = st.budget.memory
+            d = st.decision
+            detail = (
+                f"resource manager: budget {_bytes(b)} (reserve {_bytes(st.budget.reserve)}), "
+                f"estimated {_bytes(st.estimated.memory)}, peak {_bytes(st.peak)}, "
+                f"{st.over} of {st.samples} samples over"
+            )
+            window = None if d is None else (
+                f"windows x{d.f_window:.3g}, granularity x{d.f_granularity:.3g}"
+            )
+            rows.append(entity_row(name, "resource manager", name, detail,
+                                   memory=int(st.now), window=window))
+        return rows
 
     def held_now(self, pipeline: str) -> int:
         """Bytes `pipeline`'s operators hold plus the bytes queued for them."""
@@ -490,3 +510,7 @@ def _range(qos: QosSpec, names: tuple[str, ...]) -> tuple[int, int] | None:
 
 def _more_precise(want: dict[str, tuple[int, int]], now: dict[str, tuple[int, int]]) -> bool:
     return any(s > now[k][0] or g < now[k][1] for k, (s, g) in want.items() if k in now)
+
+
+def _bytes(n: float) -> str:
+    return "unbounded" if not math.isfinite(n) else f"{n / 2**20:.1f} MiB"

@@ -99,6 +99,7 @@ class Worker:
             self.runtime, self.restore, self.snapshots, self.dependencies
         )
         self.budgets = BudgetKeeper(self.runtime)  # the resource manager (service/budgets.py)
+        engine.entity_sources.append(self.budgets.entity_rows)  # on SysStream
         self.pacing = Pacing(self.runtime, self.budgets, self._round_now)  # pacing.py
         self.lags: dict[str, int] = {}  # source key -> records behind, as last asked
         self._lags_due = 0.0

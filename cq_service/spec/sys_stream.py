@@ -36,7 +36,7 @@ SYS_STREAM_FIELDS: tuple[tuple[str, DataType, str], ...] = (
         "the deployment (pipeline name) the entity belongs to; '' for a source "
         "the worker shares between deployments",
     ),
-    ("kind", _S, "source, operator, queue or sink"),
+    ("kind", _S, "source, operator, queue, sink or resource manager"),
     ("entity", _S, "its name: the stream, the operator's id (#3), the queue (q3), the query"),
     ("detail", _S, "what it is, as `cq run --stats` describes it"),
     ("rows_in", _I, "elements read so far (a queue: elements pushed so far)"),

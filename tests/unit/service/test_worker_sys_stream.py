@@ -86,3 +86,20 @@ def test_explain_live_from_the_worker(tmp_path: Path, folder: Path, make_worker)
     requests = next(line for line in live.splitlines() if line.split()[:2] == ["source", "Requests"])
     assert int(requests.split()[2]) > 0
     assert missing.returncode != 0
+
+
+def test_the_resource_manager_is_an_entity(tmp_path: Path, folder: Path, make_worker) -> None:
+    """A deployment with a memory budget: the resource manager's row carries the budget, the
+    bytes held and the window and granularity factors it planned."""
+    path = folder / NAME / "pipeline.yaml"
+    path.write_text(path.read_text().replace(
+        "resources: {statistics_interval: 10 seconds}",
+        "resources: {statistics_interval: 10 seconds, memory_budget: 64 MiB}",
+    ))
+    worker = make_worker(batch_rows=8)
+    run_until_done(worker)
+    rows = [json.loads(x) for x in (folder / NAME / "out" / "monitor.jsonl").read_text().splitlines()]
+    managers = [r for r in rows if r["kind"] == "resource manager"]
+    assert managers and {r["entity"] for r in managers} == {NAME}
+    assert all(r["pipeline"] == NAME and "budget 64.0 MiB" in r["detail"] for r in managers)
+    assert max(r["memory"] for r in managers) > 0
