@@ -10,8 +10,10 @@ imports `cq_service.adaptive`, which holds A-Greedy and its variants). Per batch
 2. for the rows dropped at position `i` of that order, asks `sample(i, k)` which of the `k`
    dropped rows to profile and `profile_positions(i)` on which later positions to evaluate them;
 3. reports what it saw with `observe(rows, seconds, known, drops)`: rows evaluated and seconds
-   spent per filter, and one profile tuple per profiled row (``known[r, f]``: filter f's verdict
-   on row r is known; ``drops[r, f]``: f drops it).
+   spent per filter (without each call's fixed overhead), and the profile tuples completed
+   (``known[r, f]``: filter f's verdict on row r is known; ``drops[r, f]``: f drops it). An
+   orderer with a `profile_batch` attribute has the selection gather that many profiled rows,
+   over as many batches as it takes, and evaluate them together (default 1: every batch).
 
 Any order gives the same rows: a row passes only if every conjunct is TRUE, and every
 expression the engine evaluates is total and row-wise (errors yield NULL, docs/semantics.md),

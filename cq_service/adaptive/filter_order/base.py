@@ -23,6 +23,10 @@ class ProfilingOrderer(ABC):
     name = "adaptive"
     P = 0.01  # drop-profiling probability (the brief's defaults; a variant may differ)
     WINDOW = 1000  # profile window, in profile tuples
+    # Profiled rows the selection gathers (over several batches) before evaluating them
+    # together (engine/conjunction.py): a filter call costs about the same for 1 row as for 64.
+    PROFILE_BATCH = 64
+    CHECK_EVERY = 16  # batches without new profile tuples between checks (the a_i drift)
 
     def __init__(
         self,
@@ -34,6 +38,7 @@ class ProfilingOrderer(ABC):
         seed: int = 0,
         unit_costs: bool = False,
         start: Sequence[int] | None = None,
+        profile_batch: int | None = None,
     ):
         p = self.P if p is None else p
         if not 0 <= p <= 1:
@@ -47,7 +52,11 @@ class ProfilingOrderer(ABC):
         self.costs = FilterCosts(n, unit=unit_costs)
         self.window = ProfileWindow(n, self.WINDOW if window is None else window)
         self.switches = 0  # order changes so far
+        self.profile_batch = self.PROFILE_BATCH if profile_batch is None else profile_batch
+        if self.profile_batch < 1:
+            raise ValueError(f"profile_batch must be at least 1, got {self.profile_batch}")
         self._rng = np.random.default_rng(seed)
+        self._unchecked = 0  # batches observed since the last check
 
     # -- ConjunctOrderer ----------------------------------------------------------------------
 
@@ -74,8 +83,12 @@ class ProfilingOrderer(ABC):
         self, rows: Sequence[int], seconds: Sequence[float], known: np.ndarray, drops: np.ndarray
     ) -> None:
         self.costs.observe(rows, seconds)
+        self._unchecked += 1
         if len(drops):
             self.add_profiles(np.asarray(known, dtype=bool), np.asarray(drops, dtype=bool))
+        elif self._unchecked < self.CHECK_EVERY:
+            return  # nothing new but the times, which drift slowly
+        self._unchecked = 0
         self.check()
 
     # -- the algorithm ------------------------------------------------------------------------

@@ -71,13 +71,17 @@ class FilterCosts:
     """a_i: each filter's time per row evaluated, amortised over batches.
 
     Seconds and rows are summed per filter with weights decaying by `decay` per observation, so
-    old conditions fade. An evaluation over fewer than `min_rows` rows is not counted: its
-    fixed per-call overhead would dominate and make a filter that runs late (on few rows) look
-    expensive, keeping it late. A filter never measured gets the mean of the measured ones
+    old conditions fade. The engine reports seconds without each call's fixed overhead
+    (engine/conjunction.py measures it), which would make a filter that runs late, on few rows,
+    look expensive and keep it late; an evaluation over fewer than `min_rows` rows is not
+    counted all the same (too noisy). A batch's figure is held to `SPIKE` times the current one
+    (a call the machine preempted). A filter never measured gets the mean of the measured ones
     (all 1.0 while none is), so the ratios the invariants compare are not biased by a lack of
     data. `unit` ignores the times (every a_i = 1, as in the thesis' examples)."""
 
-    def __init__(self, n: int, decay: float = 0.9, unit: bool = False, min_rows: int = 256):
+    SPIKE = 2.0
+
+    def __init__(self, n: int, decay: float = 0.9, unit: bool = False, min_rows: int = 32):
         self.decay, self.unit, self.min_rows = decay, unit, min_rows
         self._seconds = np.zeros(n)
         self._rows = np.zeros(n)
@@ -87,7 +91,14 @@ class FilterCosts:
             return
         r = np.asarray(rows, dtype=float)
         seen = r >= max(1, self.min_rows)
-        self._seconds[seen] = self._seconds[seen] * self.decay + np.asarray(seconds)[seen]
+        t = np.asarray(seconds, dtype=float)
+        # A batch's time per row is held to SPIKE times the current figure: a call that the
+        # machine preempted (another process, a GC pause) must not make a filter look dearer
+        # than its peers for the next dozen batches. A real rise passes in a few batches.
+        known = seen & (self._rows > 0)
+        cap = self.SPIKE * self._seconds[known] / self._rows[known] * r[known]
+        t[known] = np.minimum(t[known], cap)
+        self._seconds[seen] = self._seconds[seen] * self.decay + t[seen]
         self._rows[seen] = self._rows[seen] * self.decay + r[seen]
 
     def values(self) -> np.ndarray:

@@ -2,7 +2,7 @@
 
 A run goes the way `cq run FILE --filter-order NAME --batch-rows B` does: `load_and_compile`
 then `runner.run_pipeline`, in process, both inside the timer. Only the orderer factory is the
-bench's: `runner.orderer_factory` is replaced for the run by one that wraps each orderer the
+bench's: `runner.pipeline_orderers` is replaced for the run by one that wraps each orderer the
 engine asks for in a `Metered` orderer. It passes every call through unchanged and records,
 per batch, the rows each conjunct was evaluated on and the extra evaluations profiling made
 (profiled rows × the filters each is evaluated on), so cost per tuple comes from what the
@@ -86,6 +86,7 @@ class Metered:
     def __init__(self, inner: ConjunctOrderer, timings: Timings | None = None):
         self.inner = inner
         self.name = inner.name
+        self.profile_batch = getattr(inner, "profile_batch", 1)  # the selection reads it
         self.timings = timings
         self._pending = 0  # profile evaluations of the batch in progress
         self.batches: list[tuple[int, int, int]] = []  # (tuples, evaluations, profile evals)
@@ -176,7 +177,9 @@ def _factory(
 
 @contextlib.contextmanager
 def _timed(timings: Timings) -> Iterator[None]:
-    apply, profile = Conjunction.apply, Conjunction._profile
+    """Time `Conjunction.apply` and, inside it, profile creation: keeping the sampled rows
+    (`_wait`), evaluating them (`_profiles_due`) and measuring per-call overheads."""
+    apply = Conjunction.apply
 
     def timed_apply(self: Conjunction, batch: Any) -> Any:
         start = time.perf_counter()
@@ -185,17 +188,23 @@ def _timed(timings: Timings) -> Iterator[None]:
         finally:
             timings.apply += time.perf_counter() - start
 
-    def timed_profile(self: Conjunction, *args: Any) -> Any:
-        start = time.perf_counter()
-        try:
-            return profile(self, *args)
-        finally:
-            timings.profile += time.perf_counter() - start
+    def timing(method: Any) -> Any:
+        def timed(self: Conjunction, *args: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return method(self, *args)
+            finally:
+                timings.profile += time.perf_counter() - start
 
-    with (
-        mock.patch.object(Conjunction, "apply", timed_apply),
-        mock.patch.object(Conjunction, "_profile", timed_profile),
-    ):
+        return timed
+
+    profiling = ("_wait", "_profiles_due", "_measure_overhead")
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(Conjunction, "apply", timed_apply))
+        for name in profiling:
+            stack.enter_context(
+                mock.patch.object(Conjunction, name, timing(getattr(Conjunction, name)))
+            )
         yield
 
 
@@ -228,7 +237,7 @@ def run(
         contextlib.nullcontext()
         if order == "static"
         else mock.patch.object(
-            runner, "orderer_factory", lambda *_a, **_k: _factory(order, meters, timings, options)
+            runner, "pipeline_orderers", lambda *_a, **_k: _factory(order, meters, timings, options)
         )
     )
     with patch, _timed(timings) if timings is not None else contextlib.nullcontext():

@@ -62,6 +62,17 @@ def test_costs_are_amortised_per_row_and_fill_gaps_with_the_mean():
     assert FilterCosts(2, unit=True).values().tolist() == [1.0, 1.0]
 
 
+def test_a_spike_is_held_back_and_a_lasting_rise_passes():
+    c = FilterCosts(2, min_rows=1)
+    c.observe([100, 100], [1.0, 5.0])  # 0.01 and 0.05 s a row
+    c.observe([100, 0], [100.0, 0])  # F1 preempted: 1 s a row in one batch
+    # held to twice its figure (0.02 s a row for that batch): 0.9 * 1.0 + 2.0 over 190 rows
+    assert c.values()[0] == pytest.approx((0.9 * 1.0 + 2.0) / 190)
+    for _ in range(30):  # a lasting rise passes, a few batches at a time
+        c.observe([100, 0], [100.0, 0])
+    assert c.values()[0] > 0.5
+
+
 def _independent_select(orderer) -> Select:
     """a < 90 (drops 10%), b < 50 (50%), c < 20 (80%) over independent uniform columns."""
     conj = [Call("lt", (ColRef(i, INT), Const(v, INT)), BOOL) for i, v in enumerate((90, 50, 20))]

@@ -30,7 +30,7 @@ def test_example_4_2_1_probe_totals(order, probes):
 
 
 def _a_greedy_at_f3_f1_f2_f4(n: int) -> AGreedy:
-    return AGreedy(n, p=1.0, window=6, unit_costs=True, start=(F3, F1, F2, F4))
+    return AGreedy(n, p=1.0, window=6, unit_costs=True, start=(F3, F1, F2, F4), profile_batch=1)
 
 
 def test_example_4_3_1_profile_window_and_4_3_2_matrix_view():
@@ -119,7 +119,7 @@ def _evaluations_per_tuple(n: int, make, shuffle: bool) -> float:
 def test_example_4_5_1_independent_against_a_greedy(n):
     # The example's invariants are the unguarded ones (alpha = 1): 0.49 / 0.51 is within the
     # default guard of 0.9, under which both orders of Independent would be stable.
-    exact = dict(p=1.0, alpha=1.0, unit_costs=True)
+    exact = dict(p=1.0, alpha=1.0, unit_costs=True, profile_batch=1)
     independent = _evaluations_per_tuple(n, lambda k: Independent(k, **exact), shuffle=False)
     greedy = _evaluations_per_tuple(n, lambda k: AGreedy(k, **exact), shuffle=False)
     assert independent == pytest.approx(0.49 * n + 0.51, abs=1e-12)

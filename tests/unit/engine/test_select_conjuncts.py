@@ -115,3 +115,40 @@ def test_every_compiled_function_is_reviewed_as_row_wise():
 def test_one_conjunct_needs_no_orderer():
     op, _ = _run(CONJUNCTS[0], Switching, [_batch(0)])
     assert isinstance(op.conjunction.orderer, StaticOrder) and op.describe() == "select"
+
+
+class _Recording(Switching):
+    """`Switching`, with a fixed order per batch sequence (the same in every run of a test)
+    and the profile tuples it is given kept, in the order given."""
+
+    def __init__(self, n: int, profile_batch: int):
+        super().__init__(n, seed=3)
+        self.profile_batch = profile_batch
+        self.tuples: list[tuple[tuple[bool, ...], tuple[bool, ...]]] = []
+        self.batches_with_tuples = 0
+
+    def sample(self, position: int, dropped: int) -> np.ndarray:
+        return np.arange(0, dropped, 3)  # every third dropped row
+
+    def observe(self, rows, seconds, known, drops) -> None:
+        super().observe(rows, seconds, known, drops)
+        assert all(s >= 0 for s in seconds)
+        self.batches_with_tuples += bool(len(drops))
+        self.tuples.extend(zip(map(tuple, known), map(tuple, drops), strict=True))
+
+
+def test_profiled_rows_evaluated_together_give_the_same_profile_tuples():
+    """Gathering profiled rows over batches (`profile_batch`) and evaluating each filter once
+    on all of them gives the tuples, in arrival order, that evaluating them per batch gives."""
+    pred = _and(*CONJUNCTS)
+    batches = [_batch(seed, n=60) for seed in range(12)]
+    runs = {}
+    for size in (1, 40):
+        made: list[_Recording] = []
+        _run(pred, lambda n, size=size, made=made: made.append(_Recording(n, size)) or made[-1],
+             batches)
+        runs[size] = made[0]
+    one, gathered = runs[1], runs[40]
+    assert one.tuples and gathered.tuples == one.tuples[: len(gathered.tuples)]
+    assert len(one.tuples) - len(gathered.tuples) < 40  # only the last, unfilled, still waits
+    assert gathered.batches_with_tuples < one.batches_with_tuples
