@@ -1,6 +1,6 @@
 """MJoin (plan/mjoins.py, engine/operators/mjoin.py) against the tree of binary joins and the
 reference evaluator: random 3- to 5-way joins over random join graphs (a spanning tree plus
-random extra equalities, so cyclic graphs too), random Range, Rows, Now and Range-Slide windows
+random extra equalities, so cyclic graphs too), random Range, Rows, Now, Range-Slide and Partition windows
 and relation inputs with inserts and deletes, random residual predicates, random data with
 NULL keys, ties and duplicates, under two scheduling policies. Each case must also be planned
 as one MJoin under ``join: mjoin`` and as none under ``tree``, so a rewrite that stopped
@@ -23,11 +23,13 @@ POLICIES = (("chain", None), ("fifo", None))
 
 @st.composite
 def windows(draw) -> str:
-    kind = draw(st.sampled_from(["range", "range", "rows", "rows", "now", "slide"]))
+    kind = draw(st.sampled_from(["range", "range", "rows", "rows", "now", "slide", "partition"]))
     if kind == "range":
         return f"[Range {draw(st.integers(0, 8))}]"
     if kind == "rows":
         return f"[Rows {draw(st.integers(1, 4))}]"
+    if kind == "partition":
+        return f"[Partition By {draw(st.sampled_from(['a', 'b']))} Rows {draw(st.integers(1, 2))}]"
     if kind == "slide":
         return f"[Range {draw(st.integers(1, 6))} Slide {draw(st.integers(2, 4))}]"
     return "[Now]"
