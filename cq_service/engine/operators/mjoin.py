@@ -62,6 +62,9 @@ class Probe:
 
 
 class MJoin(MultiInputOperator):
+    """The join of its inputs (each `widths[i]` columns, output in input order) on `edges`
+    and `filters` (over the concatenated columns), input i's updates probing in `orders[i]`."""
+
     kind = "mjoin"
     STRUCTURE = frozenset(
         {
@@ -121,7 +124,7 @@ class MJoin(MultiInputOperator):
         if order[0] != i or sorted(order) != list(range(n)):
             raise ValueError(f"{self.name}: {order} is not an order of the inputs from {i}")
         bound = {i}
-        placed = set(self._filter_leaves(i, bound))
+        placed = set(self._filter_leaves(bound))
         first = [compile_predicate(self._filters[k]) for k in sorted(placed)]
         probes = []
         for t in order[1:]:
@@ -136,7 +139,7 @@ class MJoin(MultiInputOperator):
             ]
             side = self._keyset(t, target_keys)
             bound.add(t)
-            now = set(self._filter_leaves(i, bound)) - placed
+            now = set(self._filter_leaves(bound)) - placed
             placed |= now
             filters = [compile_predicate(self._filters[k]) for k in sorted(now)]
             probes.append(Probe(t, side, bound_ev, self._side_ev[t][side], filters))
@@ -144,7 +147,7 @@ class MJoin(MultiInputOperator):
         self._pipelines[i] = probes
         self.orders[i] = tuple(order)
 
-    def _filter_leaves(self, i: int, bound: set[int]) -> list[int]:
+    def _filter_leaves(self, bound: set[int]) -> list[int]:
         """The filters whose columns are all in `bound` inputs."""
         out = []
         for k, f in enumerate(self._filters):
