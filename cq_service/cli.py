@@ -193,6 +193,12 @@ def run(
         None, help="Spark master of a runner-spark pipeline (default local[2]; e.g. "
         "spark://HOST:7077)",
     ),
+    join: str | None = typer.Option(
+        None,
+        "--join",
+        help="how joins of three or more relations run: auto, mjoin or tree (default: the "
+        "pipeline's resources.join; docs/joins.md)",
+    ),
 ) -> None:
     """Run a pipeline until every source is exhausted, then flush the sinks."""
     from cq_service.compiler import load_and_compile
@@ -220,6 +226,8 @@ def run(
                 f"unknown --filter-order {filter_order!r} "
                 f"(expected one of: {', '.join(FILTER_ORDERS)})"
             )
+        if join is not None:
+            compiled.spec = _with_join(compiled.spec, join)
     except (OSError, ValueError, AdjustmentError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
@@ -318,6 +326,17 @@ app.add_typer(nexmark_app, name="nexmark")
 app.add_typer(bench_app, name="bench")
 app.add_typer(catalog_app, name="catalog")
 app.add_typer(relation_app, name="relation")
+
+
+def _with_join(spec, join: str):
+    """`spec` with `resources.join` set to `join` (ValueError for an unknown one)."""
+    import dataclasses
+
+    from cq_service.spec.model import JOINS
+
+    if join not in JOINS:
+        raise ValueError(f"unknown --join {join!r} (expected one of: {', '.join(JOINS)})")
+    return dataclasses.replace(spec, resources=dataclasses.replace(spec.resources, join=join))
 
 
 def _run_on_spark(file: Path, spec, master: str | None = None) -> None:

@@ -19,6 +19,7 @@ from cq_service.cql.parser import parse_query
 from cq_service.errors import CQError, CQLError, Span, SpecError
 from cq_service.plan.columns import prune_source_columns
 from cq_service.plan.knobs import adjustable_windows
+from cq_service.plan.mjoins import multiway_joins
 from cq_service.plan.panes import fuse_panes
 from cq_service.plan.physical import PhysicalNode, PhysicalPlan
 from cq_service.plan.planner import plan_queries
@@ -40,9 +41,12 @@ class CompiledPipeline:
 
 def run_plan(compiled: CompiledPipeline) -> PhysicalPlan:
     """The plan `cq run` runs: aggregates over sliding windows fused into paned ones
-    (plan/panes.py), then joins that differ only in their windows shared (plan/shared_joins.py,
-    per `resources.shared_join`)."""
-    return share_window_joins(fuse_panes(compiled.plan), compiled.spec.resources.shared_join)
+    (plan/panes.py), trees of joins made n-way MJoins (plan/mjoins.py, per `resources.join`),
+    then joins that differ only in their windows shared (plan/shared_joins.py, per
+    `resources.shared_join`)."""
+    resources = compiled.spec.resources
+    plan = multiway_joins(fuse_panes(compiled.plan), resources.join)
+    return share_window_joins(plan, resources.shared_join)
 
 
 def load_and_compile(path: str | Path) -> CompiledPipeline:

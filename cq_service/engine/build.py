@@ -21,6 +21,7 @@ from cq_service.engine.operators.group_table import GroupTable
 from cq_service.engine.operators.istream import Istream
 from cq_service.engine.operators.join import Join
 from cq_service.engine.operators.mark_join import MarkJoin
+from cq_service.engine.operators.mjoin import MJoin
 from cq_service.engine.operators.paned_aggregate import PanedAggregate
 from cq_service.engine.operators.project import Project
 from cq_service.engine.operators.range_window import RangeWindow
@@ -37,6 +38,7 @@ from cq_service.engine.operators.view import ViewBoundary
 from cq_service.engine.queues import Queue, QueueReader
 from cq_service.engine.scheduler import SchedulingPolicy
 from cq_service.engine.statistics import EntitySource, EntityStatistics
+from cq_service.plan.mjoins import MJoinOp
 from cq_service.plan.panes import PanedAggregateOp
 from cq_service.plan.physical import PhysicalNode, PhysicalPlan
 from cq_service.plan.shared_joins import SharedJoinOp, SharedJoinRouteOp
@@ -246,6 +248,9 @@ _MAKERS: dict[type, Callable[..., Operator]] = {
         name, ins, out, op.keys, op.aggs, [f.type for f in op.input.schema]
     ),
     PanedAggregateOp: _paned,
+    MJoinOp: lambda op, name, ins, out, **_: MJoin(
+        name, ins, out, [len(i.schema) for i in op.inputs], op.edges, op.filters, op.orders
+    ),
     SharedJoinOp: lambda op, name, ins, out, **_: SharedJoin(
         name, ins, out, op.left_keys, op.right_keys, op.routes, op.policy, op.istream_routes
     ),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cq_service.cql import logical as L
+from cq_service.plan.mjoins import MJoinOp
 from cq_service.plan.panes import PanedAggregateOp
 from cq_service.plan.physical import PhysicalNode, PhysicalPlan
 from cq_service.plan.shared_joins import SharedJoinOp, SharedJoinRouteOp
@@ -61,6 +62,11 @@ def _detail(op: L.LogicalOp, filter_order: str = "a-greedy") -> tuple[str, str]:
         window = _detail(op.window)[0].removeprefix("window ")
         return (f"paned aggregate {agg} over {window}",
                 "per slice of the window (about 2 per slide) one partial per group")
+    if isinstance(op, MJoinOp):
+        pipes = "; ".join("→".join(str(k) for k in o) for o in op.orders)
+        return (f"mjoin of {len(op.inputs)} inputs ({len(op.edges)} equi-join key(s), "
+                f"{len(op.filters)} filter(s); probe orders {pipes})",
+                "each input, by the keys it is probed on")
     if isinstance(op, SharedJoinOp):
         how = f"on {len(op.left_keys)} key(s)" if op.left_keys else "nested loops"
         routes = ", ".join(f"#{i} {a} ⋈ {b}" for i, (a, b) in enumerate(op.routes))

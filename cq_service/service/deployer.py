@@ -31,6 +31,7 @@ from cq_service.engine.operators.base import NEVER
 from cq_service.errors import CQError, Span, Unreachable
 from cq_service.io import open_sink, open_source
 from cq_service.io.dead_letter import DeadLetterSink
+from cq_service.plan.mjoins import multiway_joins
 from cq_service.plan.physical import SinkNode
 from cq_service.plan.planner import plan_queries
 from cq_service.plan.rewrite import simplify
@@ -332,7 +333,8 @@ class Deployer:
                 pairs.append((replace(bq, name=q.key), spec.queries[q.name].sink))
             # Joins of the group that differ only in their windows share one join, as on `cq
             # run` (plan/shared_joins.py); a snapshot keeps this plan (GroupState.plan).
-            plan = share_window_joins(plan_queries(pairs), spec.resources.shared_join)
+            plan = multiway_joins(plan_queries(pairs), spec.resources.join)
+            plan = share_window_joins(plan, spec.resources.shared_join)
             for s in plan.sinks:
                 q = next(queries[i] for i in members if queries[i].key == s.query)
                 frontier = int(saved.get(q.key, {}).get("frontier", NEVER))

@@ -22,6 +22,7 @@ from cq_service.spec.endpoints import Endpoints
 from cq_service.spec.model import (
     DEFAULT_ARCHIVE_DIR,
     DEFAULT_FILTER_ORDER,
+    DEFAULT_JOIN,
     DEFAULT_RUNNER,
     DEFAULT_SCHEDULER,
     DEFAULT_SHARED_JOIN,
@@ -284,6 +285,7 @@ class SpecBuilder:
             runner=raw.get("runner", DEFAULT_RUNNER),
             shared_join=raw.get("shared_join", DEFAULT_SHARED_JOIN),
             filter_order=raw.get("filter_order", DEFAULT_FILTER_ORDER),
+            join=raw.get("join", DEFAULT_JOIN),
             statistics_interval=self._positive_duration(
                 raw["statistics_interval"], (*path, "statistics_interval")
             )

@@ -188,6 +188,11 @@ DEFAULT_SHARED_JOIN = "mqt"
 FILTER_ORDERS = ("a-greedy", "sweep", "independent", "local-swaps", "static")
 DEFAULT_FILTER_ORDER = "a-greedy"
 
+# `resources.join`: how a join of three or more relations runs (plan/mjoins.py, docs/joins.md):
+# a tree of binary joins, one n-way MJoin, or "auto" (the tree until the cost model chooses).
+JOINS = ("auto", "mjoin", "tree")
+DEFAULT_JOIN = "auto"
+
 RUNNERS = ("embedded", "spark")
 DEFAULT_RUNNER = "embedded"
 
@@ -209,6 +214,7 @@ class ResourcesSpec:
     runner: str = DEFAULT_RUNNER  # what runs the queries: one of RUNNERS (docs/spark-runner.md)
     shared_join: str = DEFAULT_SHARED_JOIN  # one of SHARED_JOINS (docs/scheduling.md)
     filter_order: str = DEFAULT_FILTER_ORDER  # one of FILTER_ORDERS (docs/adaptive.md)
+    join: str = DEFAULT_JOIN  # one of JOINS (docs/joins.md)
     # SysStream's interval in time_unit (None: one second; spec/sys_stream.py)
     statistics_interval: int | None = None
     span: Span = field(default=Span(), compare=False)
@@ -227,6 +233,10 @@ class ResourcesSpec:
             raise ValueError(
                 f"unknown filter_order {self.filter_order!r} "
                 f"(expected one of: {', '.join(FILTER_ORDERS)})"
+            )
+        if self.join not in JOINS:
+            raise ValueError(
+                f"unknown join {self.join!r} (expected one of: {', '.join(JOINS)})"
             )
         if self.scheduler not in SCHEDULERS:
             raise ValueError(

@@ -201,7 +201,7 @@ def test_the_section_may_come_first(load):
         (
             "resources:\n  memory: 1000\n",
             "4:3: unknown key 'memory' in resources (expected one of: scheduler, "
-            "latency_bound, share, memory_budget, shared_join, filter_order, "
+            "latency_bound, share, memory_budget, shared_join, filter_order, join, "
             "statistics_interval, runner)",
         ),
         (
