@@ -126,7 +126,8 @@ def make_app(worker: Worker) -> FastAPI:
             raise HTTPException(404, f"not found: pipeline {name}")
         return found[0]
 
-    @app.get("/pipelines/{name}/explain", response_class=PlainTextResponse, responses=_READ)
+    @app.get("/pipelines/{name}/explain", response_class=PlainTextResponse,
+             responses=_errors(404, 422, 503))  # 422: a `live` that is not a boolean
     def explain(name: PipelineName, live: bool = False) -> str:
         """The physical plan, the current filter orders and adjustable windows; with
         `live=true`, every entity's statistics now (docs/sys-stream.md)."""

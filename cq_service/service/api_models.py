@@ -264,8 +264,9 @@ def _bearer_and_errors(doc: dict[str, Any], app: FastAPI) -> None:
         for method, operation in operations.items():
             if (path, method.upper()) in secured:
                 operation["security"] = [{"bearer": []}]
-            if "requestBody" not in operation:  # FastAPI's 422 for a str path parameter
-                operation["responses"].pop("422", None)
+            queried = any(p.get("in") == "query" for p in operation.get("parameters", []))
+            if "requestBody" not in operation and not queried:  # a str path parameter only:
+                operation["responses"].pop("422", None)  # FastAPI's 422 cannot happen
             for status, response in operation.get("responses", {}).items():
                 if int(status) >= 400:  # JSON, also where the success is text (PlainText)
                     types = response.get("content", {})
