@@ -111,11 +111,16 @@ def test_the_worker_runs_a_runner_spark_pipeline_on_spark(
 
         # The file removed: the job stops, its query is stopped in the catalog.
         (folder / "p.yaml").unlink()
+        # The reconciler stops the job, then writes the catalog: wait for both.
+        def statuses() -> dict[str, str]:
+            return {q.name: q.status for q in catalog.queries("spark-served")}
+
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and worker.spark_jobs.running("spark-served"):
+        while time.monotonic() < deadline and (worker.spark_jobs.running("spark-served")
+                                               or statuses() != {"counts": "stopped"}):
             time.sleep(0.2)
         assert not worker.spark_jobs.running("spark-served")
-        assert {q.name: q.status for q in catalog.queries("spark-served")} == {"counts": "stopped"}
+        assert statuses() == {"counts": "stopped"}
     finally:
         worker.stop()
         thread.join(120)
