@@ -125,11 +125,7 @@ class Conjunction:
 
     def _gather(self, f: int, batch: Batch, at: np.ndarray) -> list:
         """Batch columns at rows `at`, only those conjunct `f` reads (others None)."""
-        pidx = pa.array(at, type=pa.int64())
-        cols: list = [None] * batch.num_columns
-        for c in self._refs[f]:
-            cols[c] = batch.columns[c].take(pidx)
-        return cols
+        return self._gather_from(f, batch.columns, at)
 
     def _wait(
         self, batch: Batch, order: Sequence[int], profile: list[tuple[int, np.ndarray]]

@@ -19,6 +19,8 @@ from cq_service.engine.operators.rows_window import PartitionRowsWindow, RowsWin
 from cq_service.engine.operators.sink import SinkOperator
 from cq_service.engine.operators.source import SourceOperator
 from cq_service.engine.queues import NO_HEARTBEAT, Queue
+from cq_service.spec.sys_stream import SYS_STREAM_FIELDS
+from cq_service.types import DataType
 
 __all__ = ["EntitySource", "EntityStatistics", "entity_row", "window_setting"]
 
@@ -35,14 +37,21 @@ class _Totals:
 EntitySource = Callable[[int], list[tuple]]
 
 
-def entity_row(
-    pipeline: str, kind: str, entity: str, detail: str, *, memory: int = 0,
-    window: str | None = None,
-) -> tuple:
-    """A SysStream row for an entity that is not one of the engine's operators or queues:
-    counts 0 and rates NULL, except those given."""
-    return (pipeline, kind, entity, detail, 0, 0, None, None, 0, memory, 0, 0, None, window,
-            None)
+_COLUMNS = tuple(name for name, _, _ in SYS_STREAM_FIELDS)
+# what an entity that does not say otherwise reports: counts 0; rates, lag, settings NULL
+_DEFAULTS = {
+    name: (0 if t == DataType.INT and name != "lag" else None) for name, t, _ in SYS_STREAM_FIELDS
+}
+
+
+def entity_row(pipeline: str, kind: str, entity: str, detail: str, **values: object) -> tuple:
+    """A SysStream row in its column order (spec/sys_stream.py): the columns given, the
+    others at their defaults (counts 0; rates, lag and settings NULL)."""
+    given = {"pipeline": pipeline, "kind": kind, "entity": entity, "detail": detail, **values}
+    unknown = set(given) - set(_COLUMNS)
+    if unknown:
+        raise ValueError(f"not SysStream columns: {sorted(unknown)}")
+    return tuple(given.get(name, _DEFAULTS[name]) for name in _COLUMNS)
 
 
 class EntityStatistics:
@@ -77,45 +86,31 @@ class EntityStatistics:
             kind, late, dead = "operator", 0, 0
         rows_out = op.written if isinstance(op, SinkOperator) else op.rows_out
         selectivity, us = self._interval((kind, op.name), op.rows_in, rows_out, op.busy_seconds)
-        queued = sum(r.pending_rows() for r in op.inputs)
-        return (
-            op.owner or self.pipeline,
-            kind,
-            op.name,
-            op.describe(),
-            op.rows_in,
-            rows_out,
-            selectivity,
-            us,
-            queued,
-            op.state_size()[1],
-            late,
-            dead,
-            _lag(clock, op.watermark),
-            window_setting(op) or None,
-            op.filter_order() or None,
+        return entity_row(
+            op.owner or self.pipeline, kind, op.name, op.describe(),
+            rows_in=op.rows_in,
+            rows_out=rows_out,
+            selectivity=selectivity,
+            us_per_row=us,
+            queued_rows=sum(r.pending_rows() for r in op.inputs),
+            memory=op.state_size()[1],
+            late=late,
+            dead_lettered=dead,
+            lag=_lag(clock, op.watermark),
+            window=window_setting(op) or None,
+            filter_order=op.filter_order() or None,
         )
 
     def _queue(self, q: Queue, producer: Operator | None, clock: int) -> tuple:
         owner = producer.owner if producer is not None else ""
         heartbeat = NEVER if q.last_heartbeat == NO_HEARTBEAT else q.last_heartbeat
-        released = q.total_rows - q.rows
-        return (
-            owner or self.pipeline,
-            "queue",
-            q.name,
-            f"queue read by {q.readers}",
-            q.total_rows,
-            released,
-            None,
-            None,
-            q.rows,
-            q.bytes,
-            0,
-            0,
-            _lag(clock, heartbeat),
-            None,
-            None,
+        return entity_row(
+            owner or self.pipeline, "queue", q.name, f"queue read by {q.readers}",
+            rows_in=q.total_rows,
+            rows_out=q.total_rows - q.rows,  # released
+            queued_rows=q.rows,
+            memory=q.bytes,
+            lag=_lag(clock, heartbeat),
         )
 
     def _interval(
