@@ -13,7 +13,10 @@ imports `cq_service.adaptive`, which holds A-Greedy and its variants). Per batch
    spent per filter (without each call's fixed overhead), and the profile tuples completed
    (``known[r, f]``: filter f's verdict on row r is known; ``drops[r, f]``: f drops it). An
    orderer with a `profile_batch` attribute has the selection gather that many profiled rows,
-   over as many batches as it takes, and evaluate them together (default 1: every batch).
+   over as many batches as it takes, and evaluate them together (default 1: every batch). An
+   orderer whose `whole_pass` attribute is true lets the selection run the whole predicate in
+   one pass instead whenever that measures cheaper than its order (engine/pass_choice.py); such
+   batches are not observed. Without it, every batch is evaluated in the orderer's order.
 
 Any order gives the same rows: a row passes only if every conjunct is TRUE, and every
 expression the engine evaluates is total and row-wise (errors yield NULL, docs/semantics.md),

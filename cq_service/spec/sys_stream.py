@@ -73,7 +73,8 @@ SYS_STREAM_FIELDS: tuple[tuple[str, DataType, str], ...] = (
         "filter_order",
         _S,
         "the current order of a selection's (or join residual's) conjuncts, "
-        "F1.. as written, e.g. 'a-greedy: F3, F1, F2'; NULL for others",
+        "F1.. as written, e.g. 'a-greedy: F3, F1, F2', with ' (one pass)' while the whole "
+        "predicate in one pass measures cheaper; NULL for others",
     ),
 )
 

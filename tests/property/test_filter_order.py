@@ -1,10 +1,12 @@
 """Filter ordering never changes results: random data, random conjunctions, every
 `resources.filter_order`, and an orderer that switches to a random order at every batch while
-profiling every dropped row (under every scheduling policy), all against the reference
+profiling every dropped row, with every third batch in one pass (under every scheduling
+policy), all against the reference
 evaluator (docs/adaptive.md)."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import tempfile
@@ -15,14 +17,25 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from cq_service.adaptive.filter_order import ALGORITHMS
+from cq_service.engine import conjunction
 from cq_service.spec.model import FILTER_ORDERS
 from tests.property import strategies as strat
 from tests.property.harness import assert_same, run_both, run_under_policies
-from tests.unit.engine.filter_orderers import Switching
+from tests.unit.engine.filter_orderers import Alternating, Switching
 
 pytestmark = pytest.mark.property
 
 EXAMPLES = int(os.environ.get("CQ_PROPERTY_EXAMPLES", "60"))
+
+
+def _switching() -> contextlib.AbstractContextManager:
+    """`a-greedy` replaced by an orderer that switches to a random order at every batch, and
+    every third batch run in one pass (engine/pass_choice.py)."""
+    stack = contextlib.ExitStack()
+    switching = lambda n, seed=0, whole_pass=False: Switching(n, seed, whole_pass)  # noqa: E731
+    stack.enter_context(mock.patch.dict(ALGORITHMS, {"a-greedy": switching}))
+    stack.enter_context(mock.patch.object(conjunction, "PassChooser", Alternating))
+    return stack
 
 
 def _with(case: strat.Case, filter_order: str) -> dict:
@@ -45,7 +58,7 @@ def test_every_filter_order_gives_the_reference_result(case: strat.Case) -> None
             assert_same(engine_out, reference_out)
         # forced switches mid-stream: a random order at every batch (and profiling), under
         # every scheduling policy
-        with mock.patch.dict(ALGORITHMS, {"a-greedy": lambda n, seed=0: Switching(n, seed)}):
+        with _switching():
             pipeline = _with(case, "a-greedy")
             engines, reference_out = run_under_policies(Path(d) / "switching", pipeline, case.data)
         for engine_out in engines.values():
@@ -64,7 +77,7 @@ def test_join_residuals_and_pushed_filters_under_switching_orders(case: strat.Ca
     with tempfile.TemporaryDirectory(prefix="cq-prop-") as d:
         engine_out, reference_out = run_both(Path(d) / "ag", _with(case, "a-greedy"), case.data)
         assert_same(engine_out, reference_out)
-        with mock.patch.dict(ALGORITHMS, {"a-greedy": lambda n, seed=0: Switching(n, seed)}):
+        with _switching():
             pipeline = _with(case, "a-greedy")
             engine_out, reference_out = run_both(Path(d) / "switching", pipeline, case.data)
         assert_same(engine_out, reference_out)

@@ -52,7 +52,9 @@ def pipeline_orderers(spec: PipelineSpec, override: str | None = None) -> Ordere
 
 def orderer_factory(name: str | None = None, seed: int = 0) -> OrdererFactory:
     """The factory the engine calls once per selection (in plan order, so each selection's
-    seed, and with it the whole run, is deterministic). `name` None: the default."""
+    seed, and with it the whole run, is deterministic). `name` None: the default. Each
+    selection may run its predicate in one pass while that measures cheaper than the order
+    (`whole_pass`, engine/pass_choice.py)."""
     make = ALGORITHMS[name or DEFAULT_FILTER_ORDER]
     seeds = itertools.count(seed)
-    return lambda n: make(n, seed=next(seeds))
+    return lambda n: make(n, seed=next(seeds), whole_pass=True)

@@ -39,6 +39,7 @@ class ProfilingOrderer(ABC):
         unit_costs: bool = False,
         start: Sequence[int] | None = None,
         profile_batch: int | None = None,
+        whole_pass: bool = False,
     ):
         p = self.P if p is None else p
         if not 0 <= p <= 1:
@@ -55,6 +56,10 @@ class ProfilingOrderer(ABC):
         self.profile_batch = self.PROFILE_BATCH if profile_batch is None else profile_batch
         if self.profile_batch < 1:
             raise ValueError(f"profile_batch must be at least 1, got {self.profile_batch}")
+        # The selection may evaluate the whole predicate in one pass when that measures
+        # cheaper than this order (engine/pass_choice.py): the engine's default
+        # (`orderer_factory`); off for the thesis' experiments, which count evaluations.
+        self.whole_pass = whole_pass
         self._rng = np.random.default_rng(seed)
         self._unchecked = 0  # batches observed since the last check
 

@@ -11,7 +11,10 @@ read and cross-checked against the meter.
 
 Orders:
 - an adaptive name (``a-greedy``, ``sweep``, ``independent``, ``local-swaps``): that orderer,
-  with `options` (e.g. ``p``) passed to it;
+  with `options` (e.g. ``p``) passed to it. Every batch runs in its order (the thesis counts
+  evaluations) unless `options` has ``whole_pass=True``, as the engine's own factory does: then
+  the selection runs one pass whenever that measures cheaper (engine/pass_choice.py), and such
+  a batch counts n evaluations per tuple;
 - ``fixed``: the conjuncts one at a time in the written order, never profiled — the thesis'
   static plan (the engine's ``static`` evaluates the whole predicate at once instead, every
   conjunct on every row; the optimum is ``fixed`` with the conjuncts written in the optimal
@@ -86,7 +89,8 @@ class Metered:
     def __init__(self, inner: ConjunctOrderer, timings: Timings | None = None):
         self.inner = inner
         self.name = inner.name
-        self.profile_batch = getattr(inner, "profile_batch", 1)  # the selection reads it
+        self.profile_batch = getattr(inner, "profile_batch", 1)  # the selection reads these
+        self.whole_pass = getattr(inner, "whole_pass", False)
         self.timings = timings
         self._pending = 0  # profile evaluations of the batch in progress
         self.batches: list[tuple[int, int, int]] = []  # (tuples, evaluations, profile evals)
@@ -251,10 +255,11 @@ def run(
     conj = max(selects, key=lambda c: len(c.conjuncts))
     tuples = sum(s["elements"] for s in report.sources.values())
     n = len(conj.conjuncts)
-    evaluations = sum(conj.evaluated) * (n if order == "static" else 1)
+    evaluations = sum(conj.evaluated)  # a row evaluated in one pass counts n
     rows, digest = _digest(out)
     meter = meters[0] if meters else None
-    if meter is not None and sum(b[1] for b in meter.batches) != sum(conj.evaluated):
+    ordered = evaluations - n * conj.one_pass_rows  # the meter sees only ordered batches
+    if meter is not None and sum(b[1] for b in meter.batches) != ordered:
         raise RuntimeError("the meter and the selection's counters disagree")
     return RunResult(
         order=order,

@@ -7,19 +7,23 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["Switching"]
+from cq_service.engine.pass_choice import PassChooser
+
+__all__ = ["Alternating", "Switching"]
 
 
 class Switching:
     """A new random order at every batch; every dropped row profiled on every later filter.
-    `seen` counts the profile tuples it was given."""
+    `seen` counts the profile tuples it was given. With `whole_pass`, the selection may run
+    batches in one pass (engine/pass_choice.py)."""
 
     name = "switching"
 
-    def __init__(self, n: int, seed: int = 0):
+    def __init__(self, n: int, seed: int = 0, whole_pass: bool = False):
         self.n = n
         self._rng = np.random.default_rng(seed)
         self.seen = 0
+        self.whole_pass = whole_pass
 
     def order(self) -> Sequence[int]:
         return self._rng.permutation(self.n).tolist()
@@ -35,3 +39,10 @@ class Switching:
     ) -> None:
         assert known.shape == drops.shape and known.shape[1] == self.n
         self.seen += len(drops)
+
+
+class Alternating(PassChooser):
+    """One pass at every third batch, whatever the times: the way changes often."""
+
+    def whole(self) -> bool:
+        return self._batches % 3 == 2

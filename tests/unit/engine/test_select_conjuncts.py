@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 from cq_service.cql.logical import Call, CastExpr, ColRef, Const
-from cq_service.engine import filter_order
+from cq_service.engine import conjunction, filter_order
 from cq_service.engine.batch import Batch
 from cq_service.engine.expressions import FUNCTIONS, compile_predicate
 from cq_service.engine.filter_order import StaticOrder, movable, split_conjuncts
 from cq_service.engine.operators.select import Select
 from cq_service.engine.queues import Queue
 from cq_service.types import DataType
-from tests.unit.engine.filter_orderers import Switching
+from tests.unit.engine.filter_orderers import Alternating, Switching
 
 INT, BOOL, STRING = DataType.INT, DataType.BOOL, DataType.STRING
 TYPES = [INT, INT, STRING]
@@ -152,3 +152,32 @@ def test_profiled_rows_evaluated_together_give_the_same_profile_tuples():
     assert one.tuples and gathered.tuples == one.tuples[: len(gathered.tuples)]
     assert len(one.tuples) - len(gathered.tuples) < 40  # only the last, unfilled, still waits
     assert gathered.batches_with_tuples < one.batches_with_tuples
+
+
+def test_one_pass_batches_between_ordered_ones_keep_the_same_rows(monkeypatch):
+    """An orderer with `whole_pass` lets the selection run some batches in one pass: the rows
+    are those of the whole predicate, those batches count every conjunct on every row and are
+    not observed (no profile tuples come from them)."""
+    monkeypatch.setattr(conjunction, "PassChooser", Alternating)
+    pred = _and(*CONJUNCTS)
+    batches = [_batch(s, n) for s, n in zip(range(12), [40, 3, 0, 90, 7, 60] * 2, strict=True)]
+
+    op, got = _run(pred, lambda n: Switching(n, whole_pass=True), batches)
+    assert got == _expected(pred, batches)
+    conj = op.conjunction
+    one_pass = [bt for bt in batches if len(bt)][2::3]  # empty batches are not counted
+    assert conj.one_pass_rows == sum(len(bt) for bt in one_pass) > 0
+    assert conj.chooser is not None and conj.chooser.whole_batches == len(one_pass)
+
+
+def test_without_whole_pass_every_batch_is_ordered():
+    op, _ = _run(_and(*CONJUNCTS), Switching, [_batch(s) for s in range(3)])
+    assert op.conjunction.chooser is None and op.conjunction.one_pass_rows == 0
+
+
+def test_static_runs_one_pass_and_counts_every_conjunct():
+    batches = [_batch(s) for s in range(3)]
+    op, got = _run(_and(*CONJUNCTS), StaticOrder, batches)
+    assert got == _expected(_and(*CONJUNCTS), batches)
+    rows = sum(len(bt) for bt in batches)
+    assert op.conjunction.evaluated == [rows] * len(CONJUNCTS)
