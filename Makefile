@@ -10,8 +10,10 @@ FLINK_VERSION := 2.3.0
 QUIX_VENV   := .venv-quix
 QUIX_STAMP  := $(QUIX_VENV)/.installed
 QUIX_VERSION := 3.28.1
+HELM_VERSION := v3.22.0
+HELM        := .tools/bin/helm
 
-.PHONY: demo test lint unit property golden bench bench-deps bench-quick nexmark clean
+.PHONY: demo test lint unit property golden bench bench-deps bench-quick nexmark clean image
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -61,10 +63,22 @@ lint: $(STAMP)
 
 # pytest exits 5 when it collected nothing: an empty selection is a failure, not a pass.
 # Then the quick NEXMark run: q0-q8 on cq, Spark and Flink, failing if any results disagree.
-test: $(STAMP) lint bench-deps services
+test: $(STAMP) lint bench-deps services $(HELM)
 	$(PY) -m pytest -q -n 2 -p no:cacheprovider tests; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "no tests were collected" >&2; exit 1; fi; exit $$status
 	$(CQ) bench nexmark --quick
+
+# Helm, built from the Go module proxy into the git-ignored .tools/ (about 3 minutes cold; the
+# Go module cache makes later builds quick). tests/deploy runs it on helm/cq-service.
+$(HELM):
+	GOBIN=$(CURDIR)/.tools/bin go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+# The worker's image (docker/Dockerfile), from IMAGE_BASE (any Debian-like image with Python
+# 3.11+ and venv). Needs a Docker daemon; not part of `make test`.
+IMAGE      ?= cq-service:0.1.0
+IMAGE_BASE ?= python:3.11-slim
+image:
+	DOCKER_BUILDKIT=1 docker build -f docker/Dockerfile --build-arg BASE=$(IMAGE_BASE) -t $(IMAGE) .
 
 # Kafka 4 (KRaft, 127.0.0.1:19092) and PostgreSQL (127.0.0.1:15432) for the integration tests;
 # idempotent, state in .services/ (tests/services). `services-down` stops both, keeps the caches.
