@@ -11,7 +11,7 @@ QUIX_VENV   := .venv-quix
 QUIX_STAMP  := $(QUIX_VENV)/.installed
 QUIX_VERSION := 3.28.1
 HELM_VERSION := v3.22.0
-HELM        := .tools/bin/helm
+HELM        := .tools/helm-$(HELM_VERSION)/helm
 
 .PHONY: demo test lint unit property golden bench bench-deps bench-quick nexmark clean image
 
@@ -64,14 +64,18 @@ lint: $(STAMP)
 # pytest exits 5 when it collected nothing: an empty selection is a failure, not a pass.
 # Then the quick NEXMark run: q0-q8 on cq, Spark and Flink, failing if any results disagree.
 test: $(STAMP) lint bench-deps services $(HELM)
-	$(PY) -m pytest -q -n 2 -p no:cacheprovider tests; status=$$?; \
+	HELM=$(CURDIR)/$(HELM) $(PY) -m pytest -q -n 2 -p no:cacheprovider tests; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "no tests were collected" >&2; exit 1; fi; exit $$status
 	$(CQ) bench nexmark --quick
 
 # Helm, built from the Go module proxy into the git-ignored .tools/ (about 3 minutes cold; the
-# Go module cache makes later builds quick). tests/deploy runs it on helm/cq-service.
+# Go module cache makes later builds quick). tests/deploy runs it ($HELM) on helm/cq-service.
+# The -X flags are those of Helm's own release build: without them `helm version` has no patch
+# and `helm template`/`lint` assume Kubernetes 1.20 (its k8s.io modules are 0.37: 1.37).
+HELM_LDFLAGS := -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
+  $(foreach p,pkg/lint/rules pkg/chartutil,-X helm.sh/helm/v3/$(p).k8sVersionMajor=1 -X helm.sh/helm/v3/$(p).k8sVersionMinor=37)
 $(HELM):
-	GOBIN=$(CURDIR)/.tools/bin go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	GOBIN=$(CURDIR)/$(dir $(HELM)) go install -ldflags '$(HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
 # The worker's image (docker/Dockerfile), from IMAGE_BASE (any Debian-like image with Python
 # 3.11+ and venv). Needs a Docker daemon; not part of `make test`.
