@@ -13,7 +13,7 @@ QUIX_VERSION := 3.28.1
 HELM_VERSION := v3.22.0
 HELM        := .tools/helm-$(HELM_VERSION)/helm
 
-.PHONY: demo test lint unit property golden bench bench-deps bench-quick nexmark clean image
+.PHONY: demo test lint unit property golden bench bench-deps bench-quick nexmark clean image image-local
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -78,11 +78,23 @@ $(HELM):
 	GOBIN=$(CURDIR)/$(dir $(HELM)) go install -ldflags '$(HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
 # The worker's image (docker/Dockerfile), from IMAGE_BASE (any Debian-like image with Python
-# 3.11+ and venv). Needs a Docker daemon; not part of `make test`.
+# 3.11+ and venv). Needs a Docker daemon; not part of `make test`. Where no registry can be
+# reached, `make image-local` bootstraps a Debian base first (docker/debian-base.sh, as root).
+# pip's CA bundle ($PIP_CERT, if set) is lent to the build for a TLS-intercepting proxy. The
+# build uses BuildKit: DOCKER is a client that has it (a recent one needs buildx; Debian's
+# docker.io client, /usr/bin/docker, has it built in).
+DOCKER     ?= docker
 IMAGE      ?= cq-service:0.1.0
 IMAGE_BASE ?= python:3.11-slim
+LOCAL_BASE := cq-debian-base:bookworm
+comma := ,
 image:
-	DOCKER_BUILDKIT=1 docker build -f docker/Dockerfile --build-arg BASE=$(IMAGE_BASE) -t $(IMAGE) .
+	DOCKER_BUILDKIT=1 $(DOCKER) build -f docker/Dockerfile --build-arg BASE=$(IMAGE_BASE) \
+	  $(if $(PIP_CERT),--secret id=pip-cert$(comma)src=$(PIP_CERT)) -t $(IMAGE) .
+
+image-local:
+	DOCKER=$(DOCKER) docker/debian-base.sh $(LOCAL_BASE)
+	$(MAKE) image IMAGE_BASE=$(LOCAL_BASE)
 
 # Kafka 4 (KRaft, 127.0.0.1:19092) and PostgreSQL (127.0.0.1:15432) for the integration tests;
 # idempotent, state in .services/ (tests/services). `services-down` stops both, keeps the caches.
