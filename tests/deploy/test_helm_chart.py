@@ -22,8 +22,20 @@ from tests.deploy.helm import CHART, CI_VALUES, KUBE_VERSION, Rendered, run_helm
 CI = {p.name.removesuffix("-values.yaml"): p for p in CI_VALUES}
 # Kinds from CRDs, which kubernetes-validate has no schema for (checked field by field below).
 CRD_KINDS = {"ServiceMonitor"}
-# The oldest Kubernetes the chart supports (Chart.yaml kubeVersion) and the one it renders for.
-KUBE_VERSIONS = ["1.25", KUBE_VERSION.rsplit(".", 1)[0]]
+# The oldest Kubernetes the chart supports (Chart.yaml kubeVersion), the one it renders for,
+# and the newest kubernetes-validate knows.
+KUBE_VERSIONS = sorted(
+    {"1.25", KUBE_VERSION.rsplit(".", 1)[0], kubernetes_validate.latest_version()},
+    key=lambda v: tuple(map(int, v.split("."))),
+)
+# values.yaml alone (None), then each example.
+ALL_VALUES = [None, *CI_VALUES]
+
+
+def values_id(values: Path | None) -> str:
+    return "values.yaml" if values is None else values.name
+
+
 # Settings of the worker's configuration the chart sets itself, rather than worker.settings.
 CHART_SETTINGS = {
     "pipelines",
@@ -41,9 +53,10 @@ def test_the_example_values_files_are_there():
     assert set(CI) == {"defaults", "git-sync", "existing-secret", "monitoring"}
 
 
-@pytest.mark.parametrize("values", CI_VALUES, ids=lambda p: p.name)
-def test_lint_strict(helm: str, values: Path):
-    done = run_helm(helm, "lint", "--strict", CHART, "-f", values, "--kube-version", KUBE_VERSION)
+@pytest.mark.parametrize("values", ALL_VALUES, ids=values_id)
+def test_lint_strict(helm: str, values: Path | None):
+    files = [] if values is None else ["-f", values]
+    done = run_helm(helm, "lint", "--strict", CHART, *files, "--kube-version", KUBE_VERSION)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -54,9 +67,9 @@ def test_it_packages(helm: str, tmp_path: Path):
 
 
 @pytest.mark.parametrize("version", KUBE_VERSIONS)
-@pytest.mark.parametrize("values", CI_VALUES, ids=lambda p: p.name)
-def test_every_object_is_valid_kubernetes(render: Render, values: Path, version: str):
-    rendered = render(values)
+@pytest.mark.parametrize("values", ALL_VALUES, ids=values_id)
+def test_every_object_is_valid_kubernetes(render: Render, values: Path | None, version: str):
+    rendered = render() if values is None else render(values)
     assert rendered.objects
     for obj in rendered.objects:
         if obj["kind"] in CRD_KINDS:
