@@ -10,8 +10,10 @@ FLINK_VERSION := 2.3.0
 QUIX_VENV   := .venv-quix
 QUIX_STAMP  := $(QUIX_VENV)/.installed
 QUIX_VERSION := 3.28.1
+HELM_VERSION := v3.22.0
+HELM        := .tools/helm-$(HELM_VERSION)/helm
 
-.PHONY: demo test lint unit property golden bench bench-deps bench-quick nexmark clean
+.PHONY: demo test lint unit property golden bench bench-deps bench-quick nexmark clean image image-local
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -61,10 +63,38 @@ lint: $(STAMP)
 
 # pytest exits 5 when it collected nothing: an empty selection is a failure, not a pass.
 # Then the quick NEXMark run: q0-q8 on cq, Spark and Flink, failing if any results disagree.
-test: $(STAMP) lint bench-deps services
-	$(PY) -m pytest -q -n 2 -p no:cacheprovider tests; status=$$?; \
+test: $(STAMP) lint bench-deps services $(HELM)
+	HELM=$(CURDIR)/$(HELM) $(PY) -m pytest -q -n 2 -p no:cacheprovider tests; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "no tests were collected" >&2; exit 1; fi; exit $$status
 	$(CQ) bench nexmark --quick
+
+# Helm, built from the Go module proxy into the git-ignored .tools/ (about 3 minutes cold; the
+# Go module cache makes later builds quick). tests/deploy runs it ($HELM) on helm/cq-service.
+# The -X flags are those of Helm's own release build: without them `helm version` has no patch
+# and `helm template`/`lint` assume Kubernetes 1.20 (its k8s.io modules are 0.37: 1.37).
+HELM_LDFLAGS := -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
+  $(foreach p,pkg/lint/rules pkg/chartutil,-X helm.sh/helm/v3/$(p).k8sVersionMajor=1 -X helm.sh/helm/v3/$(p).k8sVersionMinor=37)
+$(HELM):
+	GOBIN=$(CURDIR)/$(dir $(HELM)) go install -ldflags '$(HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+# The worker's image (docker/Dockerfile), from IMAGE_BASE (any Debian-like image with Python
+# 3.11+ and venv). Needs a Docker daemon; not part of `make test`. Where no registry can be
+# reached, `make image-local` bootstraps a Debian base first (docker/debian-base.sh, as root).
+# pip's CA bundle ($PIP_CERT, if set) is lent to the build for a TLS-intercepting proxy. The
+# build uses BuildKit: DOCKER is a client that has it (a recent one needs buildx; Debian's
+# docker.io client, /usr/bin/docker, has it built in).
+DOCKER     ?= docker
+IMAGE      ?= cq-service:0.1.0
+IMAGE_BASE ?= python:3.11-slim
+LOCAL_BASE := cq-debian-base:bookworm
+comma := ,
+image:
+	DOCKER_BUILDKIT=1 $(DOCKER) build -f docker/Dockerfile --build-arg BASE=$(IMAGE_BASE) \
+	  $(if $(PIP_CERT),--secret id=pip-cert$(comma)src=$(PIP_CERT)) -t $(IMAGE) .
+
+image-local:
+	DOCKER=$(DOCKER) docker/debian-base.sh $(LOCAL_BASE)
+	$(MAKE) image IMAGE_BASE=$(LOCAL_BASE)
 
 # Kafka 4 (KRaft, 127.0.0.1:19092) and PostgreSQL (127.0.0.1:15432) for the integration tests;
 # idempotent, state in .services/ (tests/services). `services-down` stops both, keeps the caches.

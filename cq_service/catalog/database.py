@@ -5,8 +5,9 @@ A catalog URL is a SQLAlchemy URL: ``sqlite:///path/to/catalog.db`` (embedded, t
 ``postgresql://`` / ``postgres://`` use psycopg 3. `default_url()` is ``$CQ_CATALOG`` if set,
 else ``sqlite:///.cq/catalog.db`` (relative to the working directory).
 
-The migrations live in the top-level ``migrations/`` folder (next to the package) and run
-programmatically: `upgrade(engine)` / `downgrade(engine, revision)`; no alembic.ini is needed.
+The migrations are package data, in ``cq_service/catalog/migrations/`` (so a wheel carries them),
+and run programmatically: `upgrade(engine)` / `downgrade(engine, revision)`; no alembic.ini is
+needed.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ __all__ = [
 ENV_VAR = "CQ_CATALOG"
 DEFAULT_SQLITE_PATH = ".cq/catalog.db"
 CONNECT_TIMEOUT_S = 2.0  # PostgreSQL: connecting, and a request unanswered on a connection
-MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
 
 def default_url(environ: Mapping[str, str] | None = None) -> str:

@@ -1,7 +1,8 @@
 """The catalog's tables (SQLAlchemy 2 declarative models).
 
-The schema itself is created and changed only by the Alembic migrations in ``migrations/``;
-these models must describe what the newest migration leaves (a test checks the two agree).
+The schema itself is created and changed only by the Alembic migrations in
+``catalog/migrations/``; these models must describe what the newest migration leaves (a test
+checks the two agree).
 Times are timezone-aware UTC; JSON columns are JSONB on PostgreSQL and JSON text on SQLite.
 """
 

@@ -142,7 +142,7 @@ def test_the_bound_check_holds_past_the_repository(catalog: Catalog):
 
 
 def test_the_migrations_folder_is_found_from_the_package():
-    assert MIGRATIONS == ROOT / "migrations"
+    assert MIGRATIONS == ROOT / "cq_service" / "catalog" / "migrations"
     assert (MIGRATIONS / "versions").is_dir()
 
 

@@ -2,7 +2,7 @@
 
 `cq_service.catalog.database` runs the migrations programmatically and hands over an open
 connection (``config.attributes["connection"]``); the ``alembic`` command line works too, with
-``-c migrations/alembic.ini`` and the URL in ``$CQ_CATALOG`` (or ``-x url=…``). SQLite gets batch
+``-c cq_service/catalog/migrations/alembic.ini`` and the URL in ``$CQ_CATALOG`` (or ``-x url=…``). SQLite gets batch
 mode, so table changes in later revisions are made by copying the table.
 """
 
