@@ -39,7 +39,7 @@ from cq_service.bench.linear_road.schema import (
 __all__ = ["GeneratorConfig", "generate", "write"]
 
 FREE_SPEED = 100.0  # mph on an empty segment
-JAM_CARS = 120.0  # cars in one segment and direction at which traffic stops
+JAM_CARS = 250.0  # cars in one segment and direction at which traffic stops
 SPEED_NOISE = 5.0
 LAST_POS = SEGMENTS * SEGMENT_FEET - 1
 
