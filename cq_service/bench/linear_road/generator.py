@@ -39,7 +39,7 @@ from cq_service.bench.linear_road.schema import (
 __all__ = ["GeneratorConfig", "generate", "write"]
 
 FREE_SPEED = 100.0  # mph on an empty segment
-JAM_CARS = 250.0  # cars in one segment and direction at which traffic stops
+JAM_CARS = 250.0  # default: cars in one segment and direction at which traffic stops
 SPEED_NOISE = 5.0
 LAST_POS = SEGMENTS * SEGMENT_FEET - 1
 
@@ -49,7 +49,8 @@ class GeneratorConfig:
     """What to generate. ``entry_rate``: cars entering per second per expressway at the end of
     the ramp; ``accident_interval``: mean seconds between accidents per expressway;
     ``balance_rate``: chance that a position report is followed by a balance query;
-    ``stopped_reports``: how many reports the first car of an accident stays stopped (range)."""
+    ``stopped_reports``: how many reports the first car of an accident stays stopped (range);
+    ``jam_cars``: cars in one segment and direction at which traffic stops."""
 
     scale: int = 1
     duration: int = 10_800
@@ -59,10 +60,11 @@ class GeneratorConfig:
     balance_rate: float = 0.01
     stopped_reports: tuple[int, int] = (6, 20)
     chunk_seconds: int = 300
+    jam_cars: float = JAM_CARS
 
     def __post_init__(self) -> None:
-        if self.scale < 1 or self.duration < 1 or self.chunk_seconds < 1:
-            raise ValueError("scale, duration and chunk_seconds must be positive")
+        if min(self.scale, self.duration, self.chunk_seconds, self.jam_cars) <= 0:
+            raise ValueError("scale, duration, chunk_seconds and jam_cars must be positive")
         if not 0 <= self.balance_rate <= 1:
             raise ValueError("balance_rate must be in [0, 1]")
         if self.stopped_reports[0] < 5 or self.stopped_reports[1] < self.stopped_reports[0]:
@@ -139,7 +141,7 @@ class _Simulation:
     def _target_speed(self, idx: np.ndarray) -> np.ndarray:
         c = self.cars.cols
         occ = self.occupancy[c["xway"][idx], c["dir"][idx], _seg(c["pos"][idx])]
-        mean = FREE_SPEED * np.maximum(0.05, 1.0 - occ / JAM_CARS)
+        mean = FREE_SPEED * np.maximum(0.05, 1.0 - occ / self.config.jam_cars)
         noisy = mean + self.rng.normal(0.0, SPEED_NOISE, len(idx))
         return np.clip(np.rint(noisy), 1, FREE_SPEED).astype(np.int64)
 
@@ -244,7 +246,9 @@ class _Simulation:
 
     def _entry_speed(self, xway: np.ndarray, d: np.ndarray, seg: np.ndarray) -> np.ndarray:
         occ = self.occupancy[xway, d, seg]
-        return np.rint(FREE_SPEED * np.maximum(0.05, 1.0 - occ / JAM_CARS) / 2).astype(np.int64)
+        return np.rint(FREE_SPEED * np.maximum(0.05, 1.0 - occ / self.config.jam_cars) / 2).astype(
+            np.int64
+        )
 
     def _rows(self, t: int, idx: np.ndarray) -> list[np.ndarray]:
         c, k = self.cars.cols, len(idx)
