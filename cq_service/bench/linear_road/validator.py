@@ -95,6 +95,7 @@ class _Validator:
         self.stats: dict[tuple[int, int, int, int], tuple[int, float]] = {}  # -> (cars, avg)
         self.stopped: dict[tuple[int, int, int, int], set[int]] = defaultdict(set)
         self.open: dict[tuple[int, int, int, int], dict[str, int]] = {}  # accidents by position
+        self.counting: list[dict[str, int]] = []  # accidents that may still count
         self.finished = -1  # minutes up to this one are in `stats`
 
     def row(self, r: Mapping[str, int]) -> None:
@@ -197,6 +198,7 @@ class _Validator:
                 }
                 self.open[key] = accident
                 self.out.accidents.append(accident)
+                self.counting.append(accident)
 
     def _moves_off(self, vid: int, key: tuple[int, int, int, int], t: int) -> None:
         here = self.stopped[key]
@@ -209,11 +211,12 @@ class _Validator:
 
     def _accident_ahead(self, x: int, d: int, s: int, m: int) -> int | None:
         """The nearest accident counting in minute m within reach downstream of segment s."""
+        self.counting = [
+            a for a in self.counting if a["cleared"] < 0 or m <= minute(a["cleared"]) + 1
+        ]  # time only moves on: an accident that stopped counting never counts again
         best: int | None = None
-        for a in self.out.accidents:
+        for a in self.counting:
             if a["xway"] != x or a["dir"] != d or minute(a["detected"]) >= m:
-                continue
-            if a["cleared"] >= 0 and m > minute(a["cleared"]) + 1:
                 continue
             ahead = a["seg"] - s if d == 0 else s - a["seg"]
             if 0 <= ahead <= ACCIDENT_REACH and (best is None or ahead < abs(best - s)):
