@@ -16,6 +16,7 @@ from typing import Any
 import typer
 
 from cq_service.bench.cli import bench_app, nexmark_app
+from cq_service.bench.linear_road.cli import linear_road_app
 from cq_service.catalog.cli import catalog_app, relation_app
 from cq_service.errors import AdjustmentError, CQError
 
@@ -324,6 +325,7 @@ def calibrate(
 
 app.add_typer(nexmark_app, name="nexmark")
 app.add_typer(bench_app, name="bench")
+app.add_typer(linear_road_app, name="linear-road")
 app.add_typer(catalog_app, name="catalog")
 app.add_typer(relation_app, name="relation")
 

@@ -1,0 +1,63 @@
+"""``cq linear-road …``: generate the Linear Road input and compute its expected output
+(docs/linear-road.md), mounted by cq_service.cli."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import typer
+
+__all__ = ["linear_road_app"]
+
+linear_road_app = typer.Typer(no_args_is_help=True, help="The Linear Road benchmark.")
+
+
+@linear_road_app.command("generate")
+def generate_command(
+    scale: int = typer.Option(1, help="L: the number of expressways"),
+    duration: int = typer.Option(10_800, help="seconds of simulated traffic (the benchmark: 3 h)"),
+    seed: int = typer.Option(0, help="random seed: the same seed gives the same input"),
+    out: Path = typer.Option(Path("linear-road-data"), help="folder for input.parquet/.jsonl"),
+    fmt: str = typer.Option("parquet,jsonl", "--format", help="parquet and/or jsonl"),
+    entry_rate: float = typer.Option(10.0, help="cars entering per second per expressway (peak)"),
+) -> None:
+    """Generate position reports and balance queries (deterministic for a seed)."""
+    from cq_service.bench.linear_road.generator import GeneratorConfig, write
+
+    start = time.perf_counter()
+    try:
+        config = GeneratorConfig(scale=scale, duration=duration, seed=seed, entry_rate=entry_rate)
+        summary = write(config, out, tuple(f.strip() for f in fmt.split(",") if f.strip()))
+    except ValueError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    secs = time.perf_counter() - start
+    typer.echo(
+        f"L={scale}, {duration} s: {summary['position_reports']:,} position reports, "
+        f"{summary['balance_queries']:,} balance queries in {secs:.1f} s"
+    )
+    for kind, path in summary["paths"].items():  # type: ignore[union-attr]
+        typer.echo(f"  {kind}: {path}")
+
+
+@linear_road_app.command("expected")
+def expected_command(
+    source: Path = typer.Argument(..., help="a generated input.parquet or input.jsonl"),
+    out: Path = typer.Option(Path("linear-road-expected"), help="folder for the expected rows"),
+) -> None:
+    """Compute the expected notifications with the independent validator, as JSONL files."""
+    from cq_service.bench.linear_road.validator import read_input, validate
+
+    if not source.exists():
+        typer.echo(f"error: {source}: no such file", err=True)
+        raise typer.Exit(2)
+    expected = validate(read_input(source))
+    out.mkdir(parents=True, exist_ok=True)
+    for name in ("tolls", "accident_alerts", "balances", "accidents", "segment_stats"):
+        rows = getattr(expected, name)
+        with (out / f"{name}.jsonl").open("w") as f:
+            for row in rows:
+                f.write(json.dumps(row, separators=(",", ":")) + "\n")
+        typer.echo(f"  {name}: {len(rows):,} rows -> {out / f'{name}.jsonl'}")
