@@ -24,58 +24,68 @@ def human_bytes(n: float) -> str:
     return str(n)
 
 
+LABEL_WIDTH = 44  # the narrowest first column of `cq run --stats`
+
+
 def render_stats(report: RunReport) -> str:
     ex = report.executor
     total_in = sum(s["elements"] for s in report.sources.values())
     rate = total_in / report.seconds if report.seconds > 0 else 0.0
+    labels = {op.name: f"{op.name} {op.describe()}" for op in ex.operators}
+    names = [*labels.values(), *(q.name for q in ex.queues), *(s.name for s in ex.sinks)]
+    w = max([LABEL_WIDTH, *map(len, names)])  # whole labels: a filter order can be long
     lines = [
         f"ran {report.seconds:.3f} s, {ex.steps} scheduling steps ({ex.policy.name}), "
         f"{total_in} source elements ({rate:,.0f}/s)",
-        f"{'operator':<44} {'in':>10} {'out':>10} {'peak rows':>10} {'peak bytes':>11}",
+        f"{'operator':<{w}} {'in':>10} {'out':>10} {'peak rows':>10} {'peak bytes':>11}",
     ]
     for op in ex.operators:
         u = ex.memory.synopses.get(op.name)
         pr, pb = (u.peak_rows, u.peak_bytes) if u else (0, 0)
-        label = f"{op.name} {op.describe()}"[:44]
-        lines.append(f"{label:<44} {op.rows_in:>10} {op.rows_out:>10} {pr:>10} {human_bytes(pb):>11}")
-    lines.append(f"{'queue':<44} {'total':>10} {'':>10} {'peak rows':>10} {'peak bytes':>11}")
+        lines.append(
+            f"{labels[op.name]:<{w}} {op.rows_in:>10} {op.rows_out:>10} {pr:>10} "
+            f"{human_bytes(pb):>11}"
+        )
+    lines.append(f"{'queue':<{w}} {'total':>10} {'':>10} {'peak rows':>10} {'peak bytes':>11}")
     for q in ex.queues:
-        lines.append(f"{q.name:<44} {q.total_rows:>10} {'':>10} {q.peak_rows:>10} {human_bytes(q.peak_bytes):>11}")
+        lines.append(
+            f"{q.name:<{w}} {q.total_rows:>10} {'':>10} {q.peak_rows:>10} "
+            f"{human_bytes(q.peak_bytes):>11}"
+        )
     mem = ex.memory
     lines.append(
         f"queued elements: peak {mem.queued.peak_rows} rows / {human_bytes(mem.queued.peak_bytes)}, "
         f"average {mem.average_queue_rows:,.1f} rows / {human_bytes(int(mem.average_queue_bytes))}"
     )
     lines.append(f"peak memory of queues and synopses: {human_bytes(mem.peak_total_bytes)}")
-    lines.extend(_latencies(report))
-    lines.extend(_priorities(report))
+    lines.extend(_latencies(report, w))
+    lines.extend(_priorities(report, labels, w))
     return "\n".join(lines)
 
 
-def _latencies(report: RunReport) -> list[str]:
+def _latencies(report: RunReport, w: int) -> list[str]:
     """Per query: from an input's arrival to the result it completed being written."""
-    lines = [f"{'query latency':<44} {'results':>10} {'p50 ms':>10} {'p99 ms':>10} {'max ms':>11}"]
+    lines = [f"{'query latency':<{w}} {'results':>10} {'p50 ms':>10} {'p99 ms':>10} {'max ms':>11}"]
     for sink in report.executor.sinks:
         h = sink.latency
         lines.append(
-            f"{sink.name[:44]:<44} {h.count:>10} {h.quantile(0.5) * 1e3:>10.3f} "
+            f"{sink.name:<{w}} {h.count:>10} {h.quantile(0.5) * 1e3:>10.3f} "
             f"{h.quantile(0.99) * 1e3:>10.3f} {h.max * 1e3:>11.3f}"
         )
     return lines
 
 
-def _priorities(report: RunReport) -> list[str]:
+def _priorities(report: RunReport, labels: dict[str, str], w: int) -> list[str]:
     """The scheduler's view of each operator, when it learns one (greedy, chain)."""
     policy = report.executor.policy
     if not isinstance(policy, PriorityPolicy):
         return []
     st = policy.statistics
-    lines = [f"{'scheduler statistics':<44} {'σ (bytes)':>10} {'µs/KiB':>10} {'priority':>10}"]
+    lines = [f"{'scheduler statistics':<{w}} {'σ (bytes)':>10} {'µs/KiB':>10} {'priority':>10}"]
     for op in report.executor.downstream:
-        label = f"{op.name} {op.describe()}"[:44]
         lines.append(
-            f"{label:<44} {st.selectivity(op):>10.4f} {st.cost(op) * 1024 * 1e6:>10.3f} "
-            f"{policy.priority_of(op):>10.3g}"
+            f"{labels[op.name]:<{w}} {st.selectivity(op):>10.4f} "
+            f"{st.cost(op) * 1024 * 1e6:>10.3f} {policy.priority_of(op):>10.3g}"
         )
     return lines
 
