@@ -32,8 +32,9 @@ def make_worker(tmp_path: Path, folder: Path) -> Worker:
     return Worker(config, catalog)
 
 
-def run_until_done(worker: Worker, seconds: float = 20) -> None:
-    """Step until every (file) source is exhausted and nothing is left to run."""
+def run_until_done(worker: Worker, seconds: float = 60) -> None:
+    """Reconcile, then step until every (file) source is exhausted and nothing is left to run
+    (`seconds`: a guard against a hang, not a bound on speed)."""
     deadline = time.monotonic() + seconds
     worker.reconcile()
     while time.monotonic() < deadline:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import pickle
 import random
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from cq_service.service.views import explain_pipeline
 from cq_service.service.worker import Worker
 from tests.property.harness import write_pipeline
 from tests.unit.engine.test_snapshots import Run, chunks_of
+from tests.unit.service.test_worker import run_until_done
 
 QUERIES = {
     "near": "SELECT Istream(A.k, A.x, B.y) FROM A [Range 5], B [Range 5] WHERE A.k = B.k",
@@ -77,17 +77,6 @@ def make_worker(tmp_path: Path, folder: Path, batch_rows: int = 65_536) -> Worke
                            checkpoint_interval=0.05, reconcile_interval=3600,
                            batch_rows=batch_rows)
     return Worker(config, catalog)
-
-
-def run_until_done(worker: Worker, seconds: float = 30) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        worker.step()
-        ex = worker.engine.executor
-        if all(s.exhausted for s in ex.sources) and not any(o.runnable() for o in ex.operators):
-            worker.checkpoint()
-            return
-    raise AssertionError("the worker did not finish its file sources")
 
 
 def reference(tmp_path: Path, queries: dict[str, Any]) -> dict[str, str]:
