@@ -200,8 +200,15 @@ def run(
         help="how joins of three or more relations run: auto, mjoin or tree (default: the "
         "pipeline's resources.join; docs/joins.md)",
     ),
+    quiet: bool = typer.Option(
+        False,
+        "--quiet",
+        "-q",
+        help="no progress display (it is shown only when stderr is a terminal)",
+    ),
 ) -> None:
-    """Run a pipeline until every source is exhausted, then flush the sinks."""
+    """Run a pipeline until every source is exhausted, then flush the sinks. On a terminal,
+    a progress display on stderr follows each source and query."""
     from cq_service.compiler import load_and_compile
     from cq_service.engine.adjust import read_log
     from cq_service.engine.scheduler import policy as make_policy
@@ -239,16 +246,28 @@ def run(
         typer.echo("error: --master is for pipelines with resources: {runner: spark}; this one "
                    "runs on the embedded engine", err=True)
         raise typer.Exit(2)
+    progress = None
+    if not quiet and sys.stderr.isatty():
+        from cq_service.progress import RunProgress
+
+        progress = RunProgress()
     try:
-        report = run_pipeline(
-            compiled,
-            policy=policy,
-            latency_bound=bound,
-            share=share,
-            batch_rows=batch_rows,
-            adjustments=log,
-            filter_order=filter_order,
-        )
+        try:
+            report = run_pipeline(
+                compiled,
+                policy=policy,
+                latency_bound=bound,
+                share=share,
+                batch_rows=batch_rows,
+                adjustments=log,
+                filter_order=filter_order,
+                after_step=progress.update if progress is not None else None,
+            )
+            if progress is not None:
+                progress.update(report.executor, force=True)  # the final counts
+        finally:
+            if progress is not None:  # stopped before any message below
+                progress.close()
     except AdjustmentError as e:
         typer.echo(f"error: {e.render()}", err=True)
         raise typer.Exit(2) from None

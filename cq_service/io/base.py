@@ -180,6 +180,12 @@ class SourceReader(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release the source's resources (idempotent)."""
 
+    def progress(self) -> tuple[int, int] | None:
+        """(read, total) of a finite source, in the reader's own unit (bytes of a text file,
+        rows of a Parquet file); None when the total is not known (Kafka, generators). For
+        `cq run`'s progress bar."""
+        return None
+
     def __iter__(self) -> Iterator[RawChunk]:
         while (chunk := self.read()) is not None:
             yield chunk

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from collections.abc import Collection, Sequence
 from typing import Any, BinaryIO
 
@@ -167,6 +168,7 @@ class _LineFileReader(SourceReader):
             raise SourceError(
                 f"{stream.name}: cannot open {path}: {e.strerror}", stream.source.span
             ) from None
+        self._size = os.fstat(self._file.fileno()).st_size
         self._lines = _LineReader(self._file)
         self._next_pos = 0
 
@@ -187,6 +189,10 @@ class _LineFileReader(SourceReader):
     def _parse(self, block: _Block) -> tuple[RawChunk, int]:
         """The chunk of a block without empty lines, and how many records the block held."""
         raise NotImplementedError
+
+    def progress(self) -> tuple[int, int] | None:
+        """Bytes read (blocks ahead of the records parsed included) of the file's size."""
+        return (self._size if self._file.closed else self._file.tell()), self._size
 
     def close(self) -> None:
         self._file.close()
@@ -450,6 +456,9 @@ class ParquetReader(SourceReader):
             else:
                 raw = lambda i, p=first: self._whole_row_json(p + i)  # noqa: E731
             return self.layout.assemble(values, n, positions + 1, positions, raw)
+
+    def progress(self) -> tuple[int, int] | None:
+        return self._next_row, self._file.metadata.num_rows
 
     def _whole_row_json(self, row: int) -> str:
         """Row `row` (0-based) with every column, read again from its row group."""

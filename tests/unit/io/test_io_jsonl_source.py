@@ -160,3 +160,14 @@ def test_unknown_option_is_an_error(stream, write):
 def test_empty_file_has_no_chunks(write, read):
     assert read(write("s.jsonl", ""), {"a": "int"}).chunks == []
     assert read(write("b.jsonl", "\n\n"), {"a": "int"}).chunks == []
+
+
+def test_progress_counts_bytes_read_of_the_file(tmp_path, stream):
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(f'{{"a": {i}, "ts": {i}}}\n' for i in range(5)))
+    with open_source(stream(path, {"a": "int"}), "ms", 2) as reader:
+        assert reader.progress() == (0, path.stat().st_size)
+        while reader.read() is not None:
+            pass
+        assert reader.progress() == (path.stat().st_size, path.stat().st_size)
+    assert reader.progress() == (path.stat().st_size, path.stat().st_size)  # closed

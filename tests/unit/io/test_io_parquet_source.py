@@ -113,3 +113,12 @@ def test_not_a_parquet_file_is_an_error(write, stream):
     path = write("s.parquet", "ts,a\n1,2\n")
     with pytest.raises(SourceError, match="not a parquet file"):
         open_source(stream(path, {"a": "int"}), "ms")
+
+
+def test_progress_counts_rows_read_of_the_file(parquet, stream):
+    path = parquet(pa.table({"a": list(range(10)), "ts": list(range(10))}))
+    with open_source(stream(path, {"a": "int"}), "ms", 4) as reader:
+        seen = [reader.progress()]
+        while reader.read() is not None:
+            seen.append(reader.progress())
+    assert seen == [(0, 10), (4, 10), (8, 10), (10, 10)]
