@@ -35,6 +35,7 @@ from cq_service.engine.operators.source import ChunkReader, DeadLetters, SourceO
 from cq_service.engine.operators.sys_stream import SysStreamSource
 from cq_service.engine.operators.unbounded_window import UnboundedWindow
 from cq_service.engine.operators.view import ViewBoundary
+from cq_service.engine.probe_order import ProbeOrderer
 from cq_service.engine.queues import Queue, QueueReader
 from cq_service.engine.scheduler import SchedulingPolicy
 from cq_service.engine.statistics import EntitySource, EntityStatistics
@@ -171,6 +172,13 @@ def make_source(
     )
 
 
+def _probe_orderer(orderers: OrdererFactory | None, n: int) -> ProbeOrderer | None:
+    """An MJoin's probe orderer: from the factory's `probe_orders`, when it has one
+    (engine/filter_order.py)."""
+    make = getattr(orderers, "probe_orders", None)
+    return None if make is None else make(n)
+
+
 def _window(op: L.WindowOp, name, ins, out, **_) -> Operator:
     w = op.window
     if w.kind == "unbounded":
@@ -248,8 +256,9 @@ _MAKERS: dict[type, Callable[..., Operator]] = {
         name, ins, out, op.keys, op.aggs, [f.type for f in op.input.schema]
     ),
     PanedAggregateOp: _paned,
-    MJoinOp: lambda op, name, ins, out, **_: MJoin(
-        name, ins, out, [len(i.schema) for i in op.inputs], op.edges, op.filters, op.orders
+    MJoinOp: lambda op, name, ins, out, filter_order=None, **_: MJoin(
+        name, ins, out, [len(i.schema) for i in op.inputs], op.edges, op.filters, op.orders,
+        probe_orderer=_probe_orderer(filter_order, len(op.inputs)),
     ),
     SharedJoinOp: lambda op, name, ins, out, **_: SharedJoin(
         name, ins, out, op.left_keys, op.right_keys, op.routes, op.policy, op.istream_routes

@@ -18,6 +18,9 @@ imports `cq_service.adaptive`, which holds A-Greedy and its variants). Per batch
    one pass instead whenever that measures cheaper than its order (engine/pass_choice.py); such
    batches are not observed. Without it, every batch is evaluated in the orderer's order.
 
+A factory may also carry `probe_orders`, the factory of the probe orderers of multi-way joins
+(engine/probe_order.py): one filter-ordering setting orders both.
+
 Any order gives the same rows: a row passes only if every conjunct is TRUE, and every
 expression the engine evaluates is total and row-wise (errors yield NULL, docs/semantics.md),
 so evaluating a conjunct on fewer or other rows cannot raise or change a value. `movable`

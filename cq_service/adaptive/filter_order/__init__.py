@@ -18,6 +18,7 @@ from cq_service.adaptive.filter_order.base import ProfilingOrderer
 from cq_service.adaptive.filter_order.independent import Independent
 from cq_service.adaptive.filter_order.local_swaps import LocalSwaps
 from cq_service.adaptive.filter_order.sweep import Sweep
+from cq_service.adaptive.probe_order import GreedyProbes
 from cq_service.engine.filter_order import ConjunctOrderer, OrdererFactory, StaticOrder
 from cq_service.spec.model import DEFAULT_FILTER_ORDER, PipelineSpec
 
@@ -55,6 +56,13 @@ def orderer_factory(name: str | None = None, seed: int = 0) -> OrdererFactory:
     seed, and with it the whole run, is deterministic). `name` None: the default. Each
     selection may run its predicate in one pass while that measures cheaper than the order
     (`whole_pass`, engine/pass_choice.py)."""
-    make = ALGORITHMS[name or DEFAULT_FILTER_ORDER]
+    name = name or DEFAULT_FILTER_ORDER
+    make = ALGORITHMS[name]
     seeds = itertools.count(seed)
-    return lambda n: make(n, seed=next(seeds), whole_pass=True)
+
+    def factory(n: int) -> ConjunctOrderer:
+        return make(n, seed=next(seeds), whole_pass=True)
+
+    if name != "static":  # multi-way joins' probe orders adapt too (adaptive/probe_order.py)
+        factory.probe_orders = GreedyProbes  # type: ignore[attr-defined]
+    return factory

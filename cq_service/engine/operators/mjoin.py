@@ -19,8 +19,10 @@ expiries, a relation's retractions) both come out right, with multiplicities.
 
 Each input keeps one synopsis per distinct set of key expressions it is probed by (usually
 one); `state_size` counts those, and nothing else is kept. `set_order` replaces a pipeline's
-order (part 2 of issue 25 orders them adaptively); any order that keeps each probe connected
-gives the same result.
+order; any order that keeps each probe connected gives the same result. With a
+`ProbeOrderer` (engine/probe_order.py) the join profiles each pipeline now and then — the
+matches per row of every input that could be probed at each position — and takes the order
+the orderer returns, among those through the indexes it keeps.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from cq_service.engine.batch import Batch, merge_ticks
 from cq_service.engine.expressions import compile_expr, compile_predicate
 from cq_service.engine.operators.base import MultiInputOperator
 from cq_service.engine.operators.join_synopsis import JoinSide, match_keys
+from cq_service.engine.probe_order import PositionProfile, ProbeOrderer
 from cq_service.engine.queues import Queue, QueueReader
 
 if TYPE_CHECKING:
@@ -77,6 +80,10 @@ class MJoin(MultiInputOperator):
             "_pipelines",
             "_first_filters",
             "orders",
+            "probe_orderer",
+            "_runs",
+            "_profile_ev",
+            "reorders",
         }
     )
 
@@ -89,6 +96,7 @@ class MJoin(MultiInputOperator):
         edges: tuple[Edge, ...],
         filters: tuple[BExpr, ...],
         orders: tuple[tuple[int, ...], ...],
+        probe_orderer: ProbeOrderer | None = None,
     ):
         super().__init__(name, inputs, output)
         n = len(widths)
@@ -113,6 +121,10 @@ class MJoin(MultiInputOperator):
         self._sides: list[list[JoinSide]] = [
             [JoinSide() for _ in self._keysets[j]] for j in range(n)
         ]
+        self.probe_orderer = probe_orderer
+        self._runs = [0] * n  # runs of each pipeline (it is profiled every `every`-th)
+        self._profile_ev: dict[tuple[int, frozenset[int]], tuple[int, list]] = {}
+        self.reorders = 0  # orders adopted from the orderer
 
     # -- pipelines ------------------------------------------------------------------------------
 
@@ -128,10 +140,9 @@ class MJoin(MultiInputOperator):
         first = [compile_predicate(self._filters[k]) for k in sorted(placed)]
         probes = []
         for t in order[1:]:
-            links = [e for e in self._edges if t in (e.left, e.right) and e.other(t) in bound]
+            links = self._links(t, bound)
             if not links:
                 raise ValueError(f"{self.name}: input {t} is joined to none before it in {order}")
-            links.sort(key=lambda e: (e.other(t), repr(e.side(t))))
             target_keys = tuple(e.side(t) for e in links)
             bound_ev = [
                 compile_expr(shift_columns(e.side(e.other(t)), self._offsets[e.other(t)]))
@@ -146,6 +157,24 @@ class MJoin(MultiInputOperator):
         self._first_filters[i] = first
         self._pipelines[i] = probes
         self.orders[i] = tuple(order)
+
+    def _links(self, t: int, bound: set[int] | frozenset[int]) -> list[Edge]:
+        """The equalities joining input t to those `bound`, in a fixed order."""
+        links = [e for e in self._edges if t in (e.left, e.right) and e.other(t) in bound]
+        links.sort(key=lambda e: (e.other(t), repr(e.side(t))))
+        return links
+
+    def candidates(self, bound: frozenset[int]) -> list[int]:
+        """The inputs that may be probed after those `bound`: joined to them by an equality,
+        through an index this join already keeps (so a new order adds no state)."""
+        out = []
+        for t in range(len(self._widths)):
+            if t in bound:
+                continue
+            links = self._links(t, bound)
+            if links and tuple(e.side(t) for e in links) in self._keysets[t]:
+                out.append(t)
+        return out
 
     def _filter_leaves(self, bound: set[int]) -> list[int]:
         """The filters whose columns are all in `bound` inputs."""
@@ -240,9 +269,12 @@ class MJoin(MultiInputOperator):
         for i in range(n):
             d = deltas[i]
             if d is not None:
-                out = self._pipeline(i, d, deltas, keys_of)
+                profile = self._profiling(i)
+                out = self._pipeline(i, d, deltas, keys_of, profile)
                 if out is not None and len(out):
                     parts.append(out)
+                if profile:
+                    self._reorder(i, profile)
         for j in range(n):
             d = deltas[j]
             if d is not None:
@@ -256,18 +288,30 @@ class MJoin(MultiInputOperator):
             out = out.take(np.argsort(out.ts, kind="stable"))
         self.emit(out.with_ticks(ticks))
 
-    def _pipeline(self, i: int, d: Batch, deltas: list[Batch | None], keys_of) -> Batch | None:
-        """Term i of the sum: Δ_i probing the others in input i's order."""
+    def _pipeline(
+        self,
+        i: int,
+        d: Batch,
+        deltas: list[Batch | None],
+        keys_of,
+        profile: list[PositionProfile] | None = None,
+    ) -> Batch | None:
+        """Term i of the sum: Δ_i probing the others in input i's order; with `profile`, the
+        matches of a sample of the rows at each position in every candidate are added to it."""
         width = sum(self._widths)
         cols: list[pa.Array | None] = [None] * width
         off = self._offsets[i]
         cols[off : off + self._widths[i]] = list(d.columns)
         ts, w = d.ts, d.w
         cols, ts, w = _filtered(self._first_filters[i], cols, ts, w)
+        bound = {i}
         for probe in self._pipelines[i]:
             if not len(ts):
                 return None
             t = probe.target
+            if profile is not None:
+                profile.append(self._profile_at(frozenset(bound), cols, len(ts)))
+            bound.add(t)
             bound_keys = [ev(cols, len(ts)) for ev in probe.bound_ev]
             pieces = []
             q, pos = self._sides[t][probe.side].lookup(bound_keys)
@@ -296,6 +340,64 @@ class MJoin(MultiInputOperator):
         if not len(ts):
             return None
         return Batch(tuple(cols), ts.astype(np.int64), w.astype(np.int64))  # type: ignore[arg-type]
+
+
+    # -- adaptive probe orders (engine/probe_order.py) -------------------------------------------
+
+    def _profiling(self, i: int) -> list[PositionProfile] | None:
+        """An empty profile to fill when this run of pipeline i is profiled, else None."""
+        orderer = self.probe_orderer
+        if orderer is None:
+            return None
+        runs = self._runs[i]
+        self._runs[i] = runs + 1
+        return [] if runs % orderer.every == 0 else None
+
+    def _profile_at(self, bound: frozenset[int], cols: list, m: int) -> PositionProfile:
+        """Matches of up to `rows` of the `m` partial rows (evenly spaced) in each input that
+        may be probed after `bound`, through the index it would be probed by."""
+        assert self.probe_orderer is not None
+        k = min(m, self.probe_orderer.rows)
+        at = np.unique(np.linspace(0, m - 1, k).astype(np.int64))
+        idx = pa.array(at)
+        sample = [None if c is None else c.take(idx) for c in cols]
+        matches = {}
+        for c in self.candidates(bound):
+            side, bound_ev = self._probe_keys(c, bound)
+            q, _ = self._sides[c][side].lookup([ev(sample, len(at)) for ev in bound_ev])
+            matches[c] = len(q)
+        return PositionProfile(bound, len(at), matches)
+
+    def _probe_keys(self, t: int, bound: frozenset[int]) -> tuple[int, list]:
+        """Input t's synopsis probed after `bound`, and the key evaluators over the bound
+        inputs' columns (compiled once per pair)."""
+        got = self._profile_ev.get((t, bound))
+        if got is None:
+            links = self._links(t, bound)
+            side = self._keysets[t].index(tuple(e.side(t) for e in links))
+            ev = [
+                compile_expr(shift_columns(e.side(e.other(t)), self._offsets[e.other(t)]))
+                for e in links
+            ]
+            got = self._profile_ev[(t, bound)] = (side, ev)
+        return got
+
+    def _reorder(self, i: int, profile: list[PositionProfile]) -> None:
+        """Give the orderer pipeline i's profile; adopt the order it returns, if it differs
+        and runs through indexes the join keeps."""
+        assert self.probe_orderer is not None
+        new = self.probe_orderer.observe(i, self.orders[i], profile, self.candidates)
+        if new is None or tuple(new) == self.orders[i]:
+            return
+        if new[0] != i or sorted(new) != list(range(len(self._widths))):
+            return  # not an order of this pipeline
+        bound = {i}
+        for t in new[1:]:
+            if t not in self.candidates(frozenset(bound)):
+                return  # not through the indexes kept: would add state
+            bound.add(t)
+        self.set_order(i, tuple(new))
+        self.reorders += 1
 
 
 def _filtered(filters: list, cols: list, ts: np.ndarray, w: np.ndarray):
