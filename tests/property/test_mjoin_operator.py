@@ -2,8 +2,10 @@
 4-way join graphs (cyclic ones too) on random key columns, random inserts and deletes
 (duplicates, NULL keys) on every input, fed in random runs with heartbeats only now and then,
 so that one release holds several instants of several inputs, and cut into time slices
-(`SLICE_ROWS`) of random size; every probe order drawn at random among the connected ones.
-The join of the inputs' relations must be what the output describes at every instant."""
+(`SLICE_ROWS`) of random size; every probe order drawn at random among the connected ones, and
+in half the cases changed at random at every run (a probe orderer profiling every run,
+engine/probe_order.py). The join of the inputs' relations must be what the output describes at
+every instant."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from cq_service.plan.mjoins import Edge
 from cq_service.types import DataType
 from tests.unit.engine.batches import relation_at
 from tests.unit.engine.test_mjoin import Inputs, brute, eq
+from tests.unit.engine.test_mjoin_probe_order import RandomProbes
 
 INT, BOOL = DataType.INT, DataType.BOOL
 
@@ -92,10 +95,13 @@ def test_mjoin_equals_the_join_of_its_inputs(data) -> None:
     filters = (Call("le", (ColRef(1, INT), ColRef(2 * n - 1, INT)), BOOL),) if residual else ()
     ups = data.draw(updates(n))
     slice_rows = data.draw(st.sampled_from([1, 2, 5, MJoin.SLICE_ROWS]))
+    reorder_seed = data.draw(st.one_of(st.none(), st.integers(0, 1000)))
     mp = pytest.MonkeyPatch()
     mp.setattr(MJoin, "SLICE_ROWS", slice_rows)
     try:
         j = Inputs(n, edges, filters, order)
+        if reorder_seed is not None:
+            j.op.probe_orderer = RandomProbes(reorder_seed)
         last = max((u[1] for u in ups), default=0)
         for t in range(last + 1):
             for p in range(n):

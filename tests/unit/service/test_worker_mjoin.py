@@ -16,7 +16,8 @@ from cq_service.plan.planner import plan_queries
 from cq_service.runner import run_pipeline
 from tests.property.harness import write_pipeline
 from tests.unit.engine.test_snapshots import Run, chunks_of
-from tests.unit.service.test_worker_shared_joins import make_worker, run_until_done
+from tests.unit.service.test_worker import run_until_done
+from tests.unit.service.test_worker_shared_joins import make_worker
 
 QUERIES = {
     "three": "SELECT Istream(A.k, A.x, B.y, C.z) FROM A [Range 5], B [Rows 4], C [Range 8] WHERE A.k = B.k AND B.y = C.k",
