@@ -38,7 +38,13 @@ def test_generated_run_with_accidents(tmp_path):
     result = check(rows, tmp_path)
     assert_equal(
         result,
-        {"tolls": 2000, "accident_alerts": 70, "accidents": 3, "balances": 40, "segment_stats": 100},
+        {
+            "tolls": 2000,
+            "accident_alerts": 70,
+            "accidents": 3,
+            "balances": 40,
+            "segment_stats": 100,
+        },
     )
 
 
