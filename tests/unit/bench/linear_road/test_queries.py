@@ -4,14 +4,17 @@ cleared accident and final segment statistic, row for row (docs/linear-road.md, 
 
 from __future__ import annotations
 
+import json
 import random
 
 import pyarrow as pa
 import pytest
+from typer.testing import CliRunner
 
 from cq_service.bench.linear_road.check import OUTPUTS, check
 from cq_service.bench.linear_road.generator import GeneratorConfig, generate
 from cq_service.bench.linear_road.schema import SEGMENT_FEET
+from cq_service.cli import app
 
 
 def assert_equal(result, at_least: dict[str, int]) -> None:
@@ -83,6 +86,11 @@ def test_congested_segments_charge_tolls(tmp_path, seed):
 
 
 def result_rows(workdir, name):
-    import json
-
     return [json.loads(line) for line in (workdir / "out" / f"{name}.jsonl").open()]
+
+
+def test_check_command(tmp_path):
+    args = ["linear-road", "check", "--duration", "90", "--workdir", str(tmp_path)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "tolls: engine" in result.output and "rows differ" not in result.output
