@@ -61,3 +61,41 @@ def expected_command(
             for row in rows:
                 f.write(json.dumps(row, separators=(",", ":")) + "\n")
         typer.echo(f"  {name}: {len(rows):,} rows -> {out / f'{name}.jsonl'}")
+
+
+@linear_road_app.command("check")
+def check_command(
+    scale: int = typer.Option(1, help="L: the number of expressways"),
+    duration: int = typer.Option(300, help="seconds of simulated traffic"),
+    seed: int = typer.Option(0, help="random seed"),
+    entry_rate: float = typer.Option(10.0, help="cars entering per second per expressway (peak)"),
+    workdir: Path = typer.Option(Path("linear-road-check"), help="folder for input and output"),
+) -> None:
+    """Generate an input, run pipelines/linear-road with the engine, and compare every output
+    row with the validator's; exit 1 on any difference."""
+    import pyarrow as pa
+
+    from cq_service.bench.linear_road.check import OUTPUTS, check
+    from cq_service.bench.linear_road.generator import GeneratorConfig, generate
+
+    try:
+        config = GeneratorConfig(scale=scale, duration=duration, seed=seed, entry_rate=entry_rate)
+    except ValueError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    rows = pa.concat_tables(generate(config)).to_pylist()
+    result = check(rows, workdir)
+    typer.echo(
+        f"L={scale}, {duration} s, {len(rows):,} input rows: engine ran {result.seconds:.1f} s"
+    )
+    for name in OUTPUTS:
+        diff = len(result.only_engine[name]) + len(result.only_expected[name])
+        verdict = "equal" if diff == 0 else f"{diff} rows differ"
+        typer.echo(
+            f"  {name}: engine {result.engine[name]:,}, validator {result.expected[name]:,}: {verdict}"
+        )
+        for side, rows_ in (("engine", result.only_engine), ("validator", result.only_expected)):
+            for row in rows_[name][:3]:
+                typer.echo(f"    only {side}: {json.dumps(row)}")
+    if not result.equal:
+        raise typer.Exit(1)
