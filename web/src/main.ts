@@ -121,6 +121,11 @@ function select(name: string): void {
       `${operators} operators, ${data.nodes.filter((n) => n.kind === "sink").length} sinks · memory ${bytes(data.memory)}` +
       (budget ? ` of a ${bytes(budget)} budget` : " (no budget)") + ` · updated ${new Date().toLocaleTimeString()}`;
   };
+  feed.onerror = () => {
+    if (feed?.readyState === EventSource.CLOSED) {
+      $<HTMLElement>("#plan-summary").textContent = `No live plan: ${name} does not run.`;
+    } // else the browser reconnects by itself
+  };
   feed.addEventListener("end", () => {
     $<HTMLElement>("#plan-summary").textContent = "the pipeline stopped";
     feed?.close();
