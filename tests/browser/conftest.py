@@ -3,6 +3,7 @@ Chromium driven headless by Playwright (never Playwright's own browsers: `make c
 
 from __future__ import annotations
 
+import itertools
 import os
 import textwrap
 from collections.abc import Iterator
@@ -21,7 +22,8 @@ TOKEN = "s3cret"
 
 # Two queries sharing the source and its window, under a memory budget. The bids are NEXMark's,
 # replayed in real time (`pace`: events per second), so the source keeps producing while the
-# page is open (file sources are read once).
+# page is open (file sources are read once). A replay's clock is per process and (seed, rate,
+# pace): each test takes a seed of its own, so its replay starts when its worker reads it.
 SHOP = """\
 version: 1
 name: shop
@@ -32,7 +34,7 @@ streams:
     schema: {auction: int, bidder: int, price: int, channel: string, url: string,
              dateTime: timestamp, extra: string}
     timestamp: dateTime
-    source: {type: generator, generator: nexmark, table: bid, events: 200000, seed: 0,
+    source: {type: generator, generator: nexmark, table: bid, events: 200000, seed: SEED,
              pace: 200}
 queries:
   per_auction:
@@ -62,6 +64,9 @@ queries:
 """
 
 
+_SEEDS = itertools.count(1000 + os.getpid() % 1000 * 1000)
+
+
 @dataclass
 class Served:
     url: str
@@ -72,7 +77,8 @@ class Served:
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Served]:
     folder = tmp_path / "p"
-    for name, text in (("shop", SHOP), ("bad", BAD)):
+    shop = SHOP.replace("SEED", str(next(_SEEDS)))
+    for name, text in (("shop", shop), ("bad", BAD)):
         (folder / name / "data").mkdir(parents=True)
         (folder / name / "pipeline.yaml").write_text(textwrap.dedent(text))
         (folder / name / "data" / "requests.csv").write_text("ts,client_id\n")
