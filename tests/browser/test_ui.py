@@ -28,9 +28,11 @@ def _get(url: str) -> Any:
         return json.loads(body) if r.headers.get_content_type() == "application/json" else body
 
 
-def _shot(page: Page, name: str) -> None:
+def _shot(page: Page, name: str, height: int | None = None) -> None:
     if SHOTS:
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
+        if height is not None:  # room for the whole graph (its box is 75% of the window)
+            page.set_viewport_size({"width": 1400, "height": height})
         page.screenshot(path=str(Path(SHOTS) / name), full_page=True)
 
 
@@ -65,7 +67,7 @@ def test_counters_change_as_data_flows(page: Page, served: Served) -> None:
     expect(counter).to_have_text(re.compile(r"^in [1-9]"), timeout=DEADLINE_MS)
     first = counter.text_content()
     expect(counter).not_to_have_text(first or "", timeout=DEADLINE_MS)  # no reload: the feed
-    _shot(page, "plan.png")
+    _shot(page, "plan.png", height=1900)
 
 
 def test_weight_set_through_the_page(page: Page, served: Served) -> None:

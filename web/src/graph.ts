@@ -36,7 +36,7 @@ function lines(n: GraphNode): [string, string][] {
     return [[`${n.label}: ${fmt(s.queued_rows)} queued · ${bytes(s.memory)}`, "queued_rows"]];
   }
   const out: [string, string][] = [[n.label, ""]];
-  if (n.synopsis && n.synopsis !== "-") out.push([`synopsis: ${n.synopsis}`, ""]);
+  if (n.synopsis && n.synopsis !== "-") out.push([`${n.kind === "sink" ? "writes" : "synopsis"}: ${n.synopsis}`, ""]);
   out.push([`serves: ${n.queries.join(", ") || "-"}`, ""]);
   out.push([`in ${fmt(s.rows_in)} · out ${fmt(s.rows_out)}`, "rows_in"]);
   out.push([`${fmt(s.rows_per_s, 1)} rows/s · selectivity ${fmt(s.selectivity, 3)}`, "rows_per_s"]);
