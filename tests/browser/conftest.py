@@ -112,7 +112,8 @@ def browser() -> Iterator[object]:
 
 
 @pytest.fixture
-def page(browser: object) -> Iterator[object]:
+def page(browser: object, served: Served) -> Iterator[object]:
+    """A page of its own, closed before the worker stops (its event stream ends first)."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})  # type: ignore[attr-defined]
     pg = context.new_page()
     yield pg
