@@ -13,7 +13,7 @@ QUIX_VERSION := 3.28.1
 HELM_VERSION := v3.22.0
 HELM        := .tools/helm-$(HELM_VERSION)/helm
 
-.PHONY: demo test lint unit property golden bench bench-deps bench-quick nexmark clean image image-local
+.PHONY: demo test lint unit property golden bench bench-deps bench-quick nexmark clean image image-local ui browser
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -63,10 +63,24 @@ lint: $(STAMP)
 
 # pytest exits 5 when it collected nothing: an empty selection is a failure, not a pass.
 # Then the quick NEXMark run: q0-q8 on cq, Spark and Flink, failing if any results disagree.
-test: $(STAMP) lint bench-deps services $(HELM)
+test: $(STAMP) lint bench-deps services $(HELM) $(CHROMIUM)
 	HELM=$(CURDIR)/$(HELM) $(PY) -m pytest -q -n 2 -p no:cacheprovider tests; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "no tests were collected" >&2; exit 1; fi; exit $$status
 	$(CQ) bench nexmark --quick
+
+# Debian's Chromium for the browser tests (tests/browser: Playwright drives it headless; its own
+# browsers are never downloaded). Installed with apt-get when absent (as root).
+CHROMIUM := /usr/bin/chromium
+$(CHROMIUM):
+	apt-get update -qq && apt-get install -y -qq chromium
+
+browser: $(STAMP) $(CHROMIUM)
+	$(PY) -m pytest -q -p no:cacheprovider tests/browser
+
+# The web view's assets (web/ -> cq_service/service/ui_static, committed): needs Node and npm
+# (packages from the npm registry, cached in ~/.npm); `make test` and `pip install` do not.
+ui:
+	cd web && npm ci --cache $(HOME)/.npm && npm run build
 
 # Helm, built from the Go module proxy into the git-ignored .tools/ (about 3 minutes cold; the
 # Go module cache makes later builds quick). tests/deploy runs it ($HELM) on helm/cq-service.

@@ -9,7 +9,7 @@ from cq_service.plan.physical import PhysicalNode, PhysicalPlan
 from cq_service.plan.shared_joins import SharedJoinOp, SharedJoinRouteOp
 from cq_service.spec.sys_stream import is_sys_stream
 
-__all__ = ["describe", "explain"]
+__all__ = ["describe", "explain", "synopsis"]
 
 
 def _detail(op: L.LogicalOp, filter_order: str = "a-greedy") -> tuple[str, str]:
@@ -89,6 +89,11 @@ def _detail(op: L.LogicalOp, filter_order: str = "a-greedy") -> tuple[str, str]:
 def describe(op: L.LogicalOp) -> str:
     """One line on what the operator does."""
     return _detail(op)[0]
+
+
+def synopsis(op: L.LogicalOp) -> str:
+    """The synopsis the operator keeps ('-': none)."""
+    return _detail(op)[1]
 
 
 def _conjuncts(e: L.BExpr) -> int:

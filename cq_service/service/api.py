@@ -15,13 +15,21 @@ dependency that cannot be reached now (the catalog database, a source's brokers)
 from __future__ import annotations
 
 import asyncio
+import json
 import queue
 from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Request
 from fastapi import Path as InPath
-from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from fastapi.responses import (
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
+from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from cq_service.catalog import CatalogInputError
@@ -52,12 +60,16 @@ from cq_service.service.api_models import (
     Record,
     install_openapi,
 )
+from cq_service.service.live_graph import LiveGraph
 from cq_service.service.metrics import render_metrics
 from cq_service.service.worker import Worker
 from cq_service.spec import SpecErrors, SpecLimitExceeded
 from cq_service.spec.positions import parse_yaml
 
 __all__ = ["make_app"]
+
+# The web view's built assets (web/, `make ui`), served at /ui.
+UI_STATIC = Path(__file__).parent / "ui_static"
 
 
 PipelineName = Annotated[str, InPath(description="a pipeline's name", examples=["web-proxy"])]
@@ -132,6 +144,29 @@ def make_app(worker: Worker) -> FastAPI:
         """The physical plan, the current filter orders and adjustable windows; with
         `live=true`, every entity's statistics now (docs/sys-stream.md)."""
         return call(lambda: w.explain_pipeline(worker, name, live))
+
+    @app.get("/pipelines/{name}/events", response_class=StreamingResponse,
+             responses={**_READ, 200: {"content": {"text/event-stream": {
+                 "schema": {"type": "string"}}}, "description": "server-sent events"}})
+    async def pipeline_events(name: PipelineName) -> StreamingResponse:
+        """The running plan as a graph with every node's statistics, as server-sent events:
+        one JSON object a second ({"pipeline", "nodes", "edges", "memory", "budget",
+        "entities"}: the web view's data; "entities" are `explain?live=true`'s rows)."""
+        graph = LiveGraph(worker, name)
+        first = await asyncio.to_thread(call, lambda: w.live_feed(worker, graph))
+
+        async def events() -> Any:
+            data = first
+            while True:
+                yield f"data: {json.dumps(data, default=str)}\n\n"
+                await asyncio.sleep(1.0)
+                try:
+                    data = await asyncio.to_thread(worker.call, lambda: w.live_feed(worker, graph))
+                except KeyError:
+                    yield "event: end\ndata: the pipeline stopped\n\n"
+                    return
+
+        return StreamingResponse(events(), media_type="text/event-stream")
 
     @app.get("/pipelines/{name}/control", response_model=PipelineControl, responses=_READ)
     def pipeline_control(name: PipelineName) -> dict[str, Any]:
@@ -297,6 +332,12 @@ def make_app(worker: Worker) -> FastAPI:
         snapshot = worker.call(lambda: w.metrics_snapshot(worker))
         return Response(render_metrics(snapshot), media_type=CONTENT_TYPE_LATEST)
 
+    if UI_STATIC.joinpath("index.html").is_file():
+        @app.get("/ui", include_in_schema=False)
+        def ui() -> RedirectResponse:
+            return RedirectResponse("/ui/")
+
+        app.mount("/ui/", StaticFiles(directory=UI_STATIC, html=True), name="ui")
     return app
 
 

@@ -22,9 +22,11 @@ from cq_service.engine.operators.select import Select
 from cq_service.engine.statistics import EntityStatistics
 from cq_service.plan.explain import explain
 from cq_service.plan.shared_joins import share_window_joins
+from cq_service.service.live_graph import LiveGraph
 from cq_service.service.reconciler import API, REJECTION_REASONS
 from cq_service.service.results import ResultTee
 from cq_service.spec.model import LATENCY_BOUNDED_SCHEDULER, SHARE_SCHEDULER, PipelineSpec
+from cq_service.spec.sys_stream import SYS_STREAM_FIELDS
 from cq_service.stats import render_live
 
 if TYPE_CHECKING:
@@ -34,6 +36,7 @@ __all__ = [
     "adjust_query",
     "describe",
     "explain_pipeline",
+    "live_feed",
     "metrics_snapshot",
     "pipeline_control",
     "query_adjustments",
@@ -158,15 +161,31 @@ def explain_pipeline(worker: Worker, pipeline: str, live: bool = False) -> str:
 
 
 def _live_table(worker: Worker, spec: PipelineSpec) -> str:
+    return render_live(
+        _live_rows(worker, spec),
+        "live (totals and rates since each entity started; F1.. as written):",
+    )
+
+
+def _live_rows(worker: Worker, spec: PipelineSpec) -> list[tuple]:
     """The statistics of the pipeline's operators, queues and sinks, and of the sources it
     reads (shared with other deployments: their counts are the source's)."""
     ex = worker.engine.executor
     inputs = {n.lower() for n in (*spec.streams, *spec.relations)}
-    rows = [
+    return [
         r for r in EntityStatistics(ex).snapshot(max((s.watermark for s in ex.sources), default=0))
         if r[0] == spec.name or (r[1] == "source" and r[2].lower() in inputs)
     ]
-    return render_live(rows, "live (totals and rates since each entity started; F1.. as written):")
+
+
+def live_feed(worker: Worker, graph: LiveGraph) -> dict[str, Any]:
+    """One message of the web view's feed: the graph now and `explain?live=true`'s rows
+    (SysStream's columns, by name)."""
+    data = graph.snapshot()
+    spec = worker.pipelines[graph.pipeline]
+    columns = [name for name, _, _ in SYS_STREAM_FIELDS]
+    data["entities"] = [dict(zip(columns, r, strict=True)) for r in _live_rows(worker, spec)]
+    return data
 
 
 def subscribe(worker: Worker, pipeline: str, name: str) -> tuple[ResultTee, Any]:

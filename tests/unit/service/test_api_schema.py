@@ -41,10 +41,11 @@ EXAMPLES = int(os.environ.get("CQ_API_FUZZ_EXAMPLES", "15"))  # per operation; m
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
           response_schema_conformance, response_headers_conformance]
 
-# The results stream never ends while its query runs: it is left out of the fuzzing (its
-# 404 and its first events are tested in test_api_requests.py and test_api.py).
+# The results stream and the web view's feed never end while they run: they are left out of
+# the fuzzing (the results' 404 and first events are tested in test_api_requests.py and
+# test_api.py, the feed's in test_live_graph.py and tests/browser).
 SCHEMA = schemathesis.openapi.from_path(SCHEMA_FILE).exclude(
-    path="/queries/{pipeline}/{name}/results"
+    path=["/queries/{pipeline}/{name}/results", "/pipelines/{name}/events"]
 )
 
 
