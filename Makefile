@@ -12,6 +12,7 @@ QUIX_STAMP  := $(QUIX_VENV)/.installed
 QUIX_VERSION := 3.28.1
 HELM_VERSION := v3.22.0
 HELM        := .tools/helm-$(HELM_VERSION)/helm
+CHROMIUM    := /usr/bin/chromium
 
 .PHONY: demo test lint unit property golden bench bench-deps bench-quick nexmark clean image image-local ui browser
 
@@ -70,7 +71,6 @@ test: $(STAMP) lint bench-deps services $(HELM) $(CHROMIUM)
 
 # Debian's Chromium for the browser tests (tests/browser: Playwright drives it headless; its own
 # browsers are never downloaded). Installed with apt-get when absent (as root).
-CHROMIUM := /usr/bin/chromium
 $(CHROMIUM):
 	apt-get update -qq && apt-get install -y -qq chromium
 
