@@ -185,6 +185,8 @@ def running_api_server(kube_apiserver: str, etcd: str, workdir: Path) -> Iterato
             f"--etcd-servers={etcd_url}",
             "--bind-address=127.0.0.1",
             "--advertise-address=127.0.0.1",
+            # the `kubernetes` Service's endpoints may not name a loopback address: keep none
+            "--endpoint-reconciler-type=none",
             f"--secure-port={port}",
             # no --tls-cert-file: the server writes a self-signed CA and serving cert here
             f"--cert-dir={certs}",

@@ -35,7 +35,7 @@ def api_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
     # `make test` passes $KUBE_APISERVER and installs etcd: there a missing binary fails below
     if (kube_apiserver is None or etcd is None) and not os.environ.get("KUBE_APISERVER"):
         pytest.skip(
-            "no kube-apiserver or etcd: `make .tools/kube-apiserver-v1.37.2/kube-apiserver etcd` "
+            "no kube-apiserver or etcd: `make .tools/kube-apiserver-v1.37.2/kube-apiserver /usr/bin/etcd` "
             "builds and installs them (`make test` always does), or set $KUBE_APISERVER, $ETCD"
         )
     assert kube_apiserver and etcd, f"kube-apiserver {kube_apiserver!r}, etcd {etcd!r}"
