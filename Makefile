@@ -86,8 +86,7 @@ $(HELM):
 # pins k8s.io/kubernetes' staging modules to their v0.x releases) into .tools/, and run against
 # Debian's etcd. Cold (empty Go caches): about 20 minutes on 2 busy cores, nearly all of it
 # compiling; from a warm cache, 20 s of linking; nothing once built. The -X flags give the
-# server its version
-# (helm checks the chart's kubeVersion against it).
+# server its version (helm checks the chart's kubeVersion against it).
 KUBE_MINOR := $(word 2,$(subst ., ,$(KUBE_VERSION)))
 KUBE_LDFLAGS := -s -w $(foreach v,gitVersion=$(KUBE_VERSION) gitMajor=1 gitMinor=$(KUBE_MINOR) \
   gitTreeState=clean,-X k8s.io/component-base/version.$(v))
