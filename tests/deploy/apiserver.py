@@ -197,9 +197,9 @@ def running_api_server(kube_apiserver: str, etcd: str, workdir: Path) -> Iterato
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             # Services get a cluster IP from this range (an allocation in etcd, no routing)
             "--service-cluster-ip-range=10.96.0.0/16",
-            # The default admission plugins: each acts on the request alone (defaults, quotas,
-            # Pod Security on pods) and none waits for a controller manager on create.
             "--profiling=false",
+            # no --enable-admission-plugins: the default ones each act on the request alone
+            # (defaults, quotas, Pod Security on pods) and none waits for a controller manager
         ]
         api = _Process("kube-apiserver", args, workdir / "kube-apiserver.log")
         processes.append(api)
