@@ -1,14 +1,17 @@
-"""The Helm binary and a renderer of the chart (helm.py says where Helm comes from)."""
+"""The Helm binary and a renderer of the chart (helm.py says where Helm comes from); a local
+Kubernetes API server to install it into (apiserver.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.deploy.apiserver import ApiServer, find_etcd, find_kube_apiserver, running_api_server
 from tests.deploy.helm import CHART, KUBE_VERSION, Rendered, find_helm, run_helm
 
 Render = Callable[..., Rendered]
@@ -23,6 +26,21 @@ def helm() -> str:
             "or set $HELM"
         )
     return found
+
+
+@pytest.fixture(scope="session")
+def api_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+    """etcd and kube-apiserver on 127.0.0.1 for the session (one per xdist worker)."""
+    kube_apiserver, etcd = find_kube_apiserver(), find_etcd()
+    # `make test` passes $KUBE_APISERVER and installs etcd: there a missing binary fails below
+    if (kube_apiserver is None or etcd is None) and not os.environ.get("KUBE_APISERVER"):
+        pytest.skip(
+            "no kube-apiserver or etcd: `make .tools/kube-apiserver-v1.37.2/kube-apiserver /usr/bin/etcd` "
+            "builds and installs them (`make test` always does), or set $KUBE_APISERVER, $ETCD"
+        )
+    assert kube_apiserver and etcd, f"kube-apiserver {kube_apiserver!r}, etcd {etcd!r}"
+    with running_api_server(kube_apiserver, etcd, tmp_path_factory.mktemp("kube")) as server:
+        yield server
 
 
 @pytest.fixture
