@@ -125,6 +125,14 @@ class Join(MultiInputOperator):
     # of elements within a slice, including pairs that cancel (an element and its expiry), so it
     # grows with the square of the slice.
     SLICE_ROWS = 16_384
+    # A slice of several instants whose ΔL ⋈ ΔR holds more than this many pairs per delta
+    # element (and per MIN_CHECKED elements at least) is cut at its middle instant, again until
+    # it holds fewer or one instant: short windows ([Now], small Ranges) otherwise pair each
+    # element with the later elements of its key that its own expiry cancels (a [Now] join of
+    # 400 instants of 5 rows a side made 3,192,005 elements from 7,990; cut, 82,445). The pairs
+    # are the ones the step finds anyway, found before anything else is done.
+    PAIRS_PER_ROW = 8
+    MIN_CHECKED = 256
 
     def on_aligned(self, ready: list[Batch | None]) -> None:
         dl, dr = ready
@@ -151,6 +159,20 @@ class Join(MultiInputOperator):
         parts: list[Batch] = []
         lk = self._keys(0, dl) if dl is not None else None
         rk = self._keys(1, dr) if dr is not None else None
+        pairs = None
+        if dl is not None and dr is not None:
+            pairs = match_keys(lk, rk)  # type: ignore[arg-type]
+            if len(pairs[0]) > self.PAIRS_PER_ROW * max(len(dl) + len(dr), self.MIN_CHECKED):
+                cut = _middle_instant(dl, dr)
+                if cut is not None:  # several instants: each half alone, nothing changed yet
+                    head_l, tail_l = dl.split_at_time(cut)
+                    head_r, tail_r = dr.split_at_time(cut)
+                    k = int(np.searchsorted(ticks, cut, side="right"))
+                    self._step(head_l if len(head_l) else None,
+                               head_r if len(head_r) else None, ticks[:k])
+                    self._step(tail_l if len(tail_l) else None,
+                               tail_r if len(tail_r) else None, ticks[k:])
+                    return
         if dl is not None and len(right):  # ΔL ⋈ R0: look ΔL's keys up in R0
             i, j = right.lookup(lk)  # type: ignore[arg-type]
             if len(i):
@@ -165,8 +187,8 @@ class Join(MultiInputOperator):
                 i, j = i[order], j[order]
                 lcols, lw = left.take(i)
                 parts.append(_pairs(lcols, take_columns(dr.columns, j), dr.ts[j], lw * dr.w[j]))
-        if dl is not None and dr is not None:
-            i, j = match_keys(lk, rk)  # type: ignore[arg-type]
+        if pairs is not None:
+            i, j = pairs
             if len(i):
                 ts = np.maximum(dl.ts[i], dr.ts[j])
                 parts.append(
@@ -185,6 +207,16 @@ class Join(MultiInputOperator):
         if len(out) > 1 and not bool((out.ts[1:] >= out.ts[:-1]).all()):
             out = out.take(np.argsort(out.ts, kind="stable"))
         self.emit(out.with_ticks(ticks))
+
+
+def _middle_instant(dl: Batch, dr: Batch) -> int | None:
+    """The instant at which to cut two deltas into halves of about as many instants each (the
+    head ends at it); None when they hold one instant."""
+    first, last = min(dl.ts[0], dr.ts[0]), max(dl.ts[-1], dr.ts[-1])
+    if first == last:
+        return None
+    instants = np.unique(np.concatenate([dl.ts, dr.ts]))
+    return int(instants[(len(instants) - 1) // 2])
 
 
 def take_columns(cols, idx: np.ndarray) -> list[pa.Array]:
