@@ -18,7 +18,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-__all__ = ["INFINITE", "AdherenceEstimate", "as_values", "retention_limit"]
+__all__ = ["INFINITE", "AdherenceEstimate", "KMonitor", "as_values", "retention_limit"]
 
 INFINITE = math.inf
 
@@ -78,3 +78,19 @@ class AdherenceEstimate:
     def k(self) -> float:
         """The adherence in use: an int, or ∞ (`math.inf`) while unknown."""
         return self.k_u
+
+
+class KMonitor:
+    """What every monitor shows of its `estimate`: the adherence in use and its resets."""
+
+    estimate: AdherenceEstimate
+
+    @property
+    def k(self) -> float:
+        """k_u: the adherence the join may use, or ∞."""
+        return self.estimate.k
+
+    @property
+    def increases(self) -> int:
+        """How many times k_u was reset to ∞ by an observed increase."""
+        return self.estimate.increases

@@ -23,6 +23,7 @@ import numpy as np
 from cq_service.adaptive.k_constraints.base import (
     DEFAULT_WINDOW,
     AdherenceEstimate,
+    KMonitor,
     as_values,
     retention_limit,
 )
@@ -34,7 +35,7 @@ CA_P = 0.01
 CA_W = 1000
 
 
-class CaMonitor:
+class CaMonitor(KMonitor):
     """Estimates k of CA(k) on one attribute from its values in arrival order.
 
     ``m.observe(batch.column("car"))`` returns each arrival's largest clustering distance;
@@ -61,16 +62,6 @@ class CaMonitor:
         # Lazy min-heaps of (C_v when pushed, v): plain and sampled entries.
         self._plain_heap: list[tuple[int, Hashable]] = []
         self._sampled_heap: list[tuple[int, Hashable]] = []
-
-    @property
-    def k(self) -> float:
-        """k_u: the adherence the join may use, or ∞."""
-        return self.estimate.k
-
-    @property
-    def increases(self) -> int:
-        """How many times k_u was reset to ∞ by an observed increase."""
-        return self.estimate.increases
 
     @property
     def retained(self) -> int:

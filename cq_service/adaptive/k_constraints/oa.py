@@ -26,6 +26,7 @@ import numpy as np
 from cq_service.adaptive.k_constraints.base import (
     DEFAULT_WINDOW,
     AdherenceEstimate,
+    KMonitor,
     as_values,
     retention_limit,
 )
@@ -36,7 +37,7 @@ OA_C = 1.2
 OA_W = 1000
 
 
-class OaMonitor:
+class OaMonitor(KMonitor):
     """Estimates k of OA(k) on one attribute from its (comparable) values in arrival order.
 
     ``m.observe(batch.column("ts"))`` returns each arrival's largest scrambling distance;
@@ -51,16 +52,6 @@ class OaMonitor:
         self.estimate = AdherenceEstimate(w)
         self._maxima: list[Any] = []  # running maxima, oldest first; live from _head on
         self._head = 0
-
-    @property
-    def k(self) -> float:
-        """k_u: the adherence the join may use, or ∞."""
-        return self.estimate.k
-
-    @property
-    def increases(self) -> int:
-        """How many times k_u was reset to ∞ by an observed increase."""
-        return self.estimate.increases
 
     @property
     def retained(self) -> int:

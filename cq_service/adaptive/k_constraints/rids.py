@@ -24,6 +24,7 @@ import numpy as np
 from cq_service.adaptive.k_constraints.base import (
     DEFAULT_WINDOW,
     AdherenceEstimate,
+    KMonitor,
     as_values,
     retention_limit,
 )
@@ -35,7 +36,7 @@ RIDS_P = 0.01
 RIDS_W = 500
 
 
-class RidsMonitor:
+class RidsMonitor(KMonitor):
     """Estimates k of RIDS(k) on S' → S from the join keys of both streams, in arrival order.
 
     Feed each stream's keys as they arrive, interleaved as they arrive at the join::
@@ -72,16 +73,6 @@ class RidsMonitor:
         # (C_S at arrival, parent arrival number, key), oldest first
         self._plain: deque[tuple[int, int, Hashable]] = deque()
         self._sampled: deque[tuple[int, int, Hashable]] = deque()
-
-    @property
-    def k(self) -> float:
-        """k_u: the adherence the join may use, or ∞."""
-        return self.estimate.k
-
-    @property
-    def increases(self) -> int:
-        """How many times k_u was reset to ∞ by an observed increase."""
-        return self.estimate.increases
 
     @property
     def retained(self) -> int:
