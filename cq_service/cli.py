@@ -130,9 +130,7 @@ def _explain_live_local(compiled: Any) -> str:
     quiet = replace(plan, sinks=[replace(s, sink=blackhole) for s in plan.sinks])
     spec = replace(compiled.spec, dead_letter=blackhole)
     report = run_pipeline(replace(compiled, plan=quiet, spec=spec))
-    ex = report.executor
-    clock = max((s.watermark for s in ex.sources), default=0)
-    rows = EntityStatistics(ex, compiled.spec.name).snapshot(clock)
+    rows = EntityStatistics(report.executor, compiled.spec.name).now()
     return render_live(rows, f"live, at the end of input ({report.seconds:.3f} s; rates over "
                              f"the whole run; F1.. as written):")
 

@@ -67,6 +67,10 @@ class EntityStatistics:
         self.extra = extra
         self._last: dict[tuple[str, str], _Totals] = {}
 
+    def now(self) -> list[tuple]:
+        """`snapshot` at the engine's time: the latest heartbeat of its sources."""
+        return self.snapshot(max((s.watermark for s in self.executor.sources), default=0))
+
     def snapshot(self, clock: int) -> list[tuple]:
         """One row per entity, in SysStream's column order, at the pipeline time `clock`."""
         ex = self.executor

@@ -170,10 +170,9 @@ def _live_table(worker: Worker, spec: PipelineSpec) -> str:
 def _live_rows(worker: Worker, spec: PipelineSpec) -> list[tuple]:
     """The statistics of the pipeline's operators, queues and sinks, and of the sources it
     reads (shared with other deployments: their counts are the source's)."""
-    ex = worker.engine.executor
     inputs = {n.lower() for n in (*spec.streams, *spec.relations)}
     return [
-        r for r in EntityStatistics(ex).snapshot(max((s.watermark for s in ex.sources), default=0))
+        r for r in EntityStatistics(worker.engine.executor).now()
         if r[0] == spec.name or (r[1] == "source" and r[2].lower() in inputs)
     ]
 
