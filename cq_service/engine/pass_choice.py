@@ -53,9 +53,8 @@ class PassChooser:
         """The way of the next batch: True for one pass."""
         if self._batches < self.WARMUP:
             return False
-        other = self.cost(True)
-        if other is None:
-            return True
+        if self.cost(True) is None:
+            return True  # one pass not tried yet
         preferred = self.prefers_one_pass()
         other = self.cost(not preferred)
         assert other is not None

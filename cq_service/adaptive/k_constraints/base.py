@@ -81,9 +81,14 @@ class AdherenceEstimate:
 
 
 class KMonitor:
-    """What every monitor shows of its `estimate`: the adherence in use and its resets."""
+    """What every monitor shares: c (tuples are retained to c·k_u) and the estimate of k from
+    the last W arrivals, shown as the adherence in use and its resets."""
 
-    estimate: AdherenceEstimate
+    def __init__(self, c: float, w: int) -> None:
+        if c < 1:
+            raise ValueError(f"c must be at least 1, got {c}")
+        self.c = c
+        self.estimate = AdherenceEstimate(w)
 
     @property
     def k(self) -> float:

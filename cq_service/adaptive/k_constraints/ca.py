@@ -22,7 +22,6 @@ import numpy as np
 
 from cq_service.adaptive.k_constraints.base import (
     DEFAULT_WINDOW,
-    AdherenceEstimate,
     KMonitor,
     as_values,
     retention_limit,
@@ -51,10 +50,8 @@ class CaMonitor(KMonitor):
         window: int = DEFAULT_WINDOW,
         seed: int = 0,
     ) -> None:
-        if c < 1:
-            raise ValueError(f"c must be at least 1, got {c}")
-        self.c, self.p, self.window = c, p, window
-        self.estimate = AdherenceEstimate(w)
+        super().__init__(c, w)
+        self.p, self.window = p, window
         self._rng = random.Random(seed)
         self._t = 0  # arrivals so far (the next arrival's number)
         self._aux: dict[Hashable, int] = {}  # CA-Aux: v -> C_v

@@ -25,7 +25,6 @@ import numpy as np
 
 from cq_service.adaptive.k_constraints.base import (
     DEFAULT_WINDOW,
-    AdherenceEstimate,
     KMonitor,
     as_values,
     retention_limit,
@@ -46,10 +45,8 @@ class OaMonitor(KMonitor):
     """
 
     def __init__(self, c: float = OA_C, w: int = OA_W, cap: int = DEFAULT_WINDOW) -> None:
-        if c < 1:
-            raise ValueError(f"c must be at least 1, got {c}")
-        self.c, self.cap = c, cap
-        self.estimate = AdherenceEstimate(w)
+        super().__init__(c, w)
+        self.cap = cap
         self._maxima: list[Any] = []  # running maxima, oldest first; live from _head on
         self._head = 0
 

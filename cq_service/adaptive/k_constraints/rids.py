@@ -23,7 +23,6 @@ import numpy as np
 
 from cq_service.adaptive.k_constraints.base import (
     DEFAULT_WINDOW,
-    AdherenceEstimate,
     KMonitor,
     as_values,
     retention_limit,
@@ -59,10 +58,8 @@ class RidsMonitor(KMonitor):
         window: int = DEFAULT_WINDOW,
         seed: int = 0,
     ) -> None:
-        if c < 1:
-            raise ValueError(f"c must be at least 1, got {c}")
-        self.c, self.p, self.window = c, p, window
-        self.estimate = AdherenceEstimate(w)
+        super().__init__(c, w)
+        self.p, self.window = p, window
         self._rng = random.Random(seed)
         self._children = 0  # C_S: arrivals on S
         self._parents = 0  # arrivals on S'

@@ -137,8 +137,7 @@ class Join(MultiInputOperator):
     def on_aligned(self, ready: list[Batch | None]) -> None:
         dl, dr = ready
         ticks = merge_ticks(*(b.ticks for b in ready if b is not None))
-        dl = dl if dl is not None and len(dl) else None
-        dr = dr if dr is not None and len(dr) else None
+        dl, dr = _some(dl), _some(dr)
         n = (len(dl) if dl is not None else 0) + (len(dr) if dr is not None else 0)
         if n <= self.SLICE_ROWS or dl is None or dr is None:
             self._step(dl, dr, ticks)
@@ -147,12 +146,9 @@ class Join(MultiInputOperator):
         merged = np.sort(np.concatenate([dl.ts, dr.ts]), kind="stable")
         cuts = np.unique(merged[self.SLICE_ROWS - 1 :: self.SLICE_ROWS])
         for t in cuts.tolist():
-            head_l, dl = dl.split_at_time(t)
-            head_r, dr = dr.split_at_time(t)
-            k = int(np.searchsorted(ticks, t, side="right"))
-            head_ticks, ticks = ticks[:k], ticks[k:]
-            self._step(head_l if len(head_l) else None, head_r if len(head_r) else None, head_ticks)
-        self._step(dl if len(dl) else None, dr if len(dr) else None, ticks)
+            head, (dl, dr, ticks) = _cut(dl, dr, ticks, t)
+            self._step(*head)
+        self._step(dl, dr, ticks)
 
     def _step(self, dl: Batch | None, dr: Batch | None, ticks: np.ndarray) -> None:
         left, right = self._sides
@@ -163,15 +159,11 @@ class Join(MultiInputOperator):
         if dl is not None and dr is not None:
             pairs = match_keys(lk, rk)  # type: ignore[arg-type]
             if len(pairs[0]) > self.PAIRS_PER_ROW * max(len(dl) + len(dr), self.MIN_CHECKED):
-                cut = _middle_instant(dl, dr)
-                if cut is not None:  # several instants: each half alone, nothing changed yet
-                    head_l, tail_l = dl.split_at_time(cut)
-                    head_r, tail_r = dr.split_at_time(cut)
-                    k = int(np.searchsorted(ticks, cut, side="right"))
-                    self._step(head_l if len(head_l) else None,
-                               head_r if len(head_r) else None, ticks[:k])
-                    self._step(tail_l if len(tail_l) else None,
-                               tail_r if len(tail_r) else None, ticks[k:])
+                t = _middle_instant(dl, dr)
+                if t is not None:  # several instants: each half alone, nothing changed yet
+                    head, tail = _cut(dl, dr, ticks, t)
+                    self._step(*head)
+                    self._step(*tail)
                     return
         if dl is not None and len(right):  # ΔL ⋈ R0: look ΔL's keys up in R0
             i, j = right.lookup(lk)  # type: ignore[arg-type]
@@ -207,6 +199,22 @@ class Join(MultiInputOperator):
         if len(out) > 1 and not bool((out.ts[1:] >= out.ts[:-1]).all()):
             out = out.take(np.argsort(out.ts, kind="stable"))
         self.emit(out.with_ticks(ticks))
+
+
+_Slice = tuple[Batch | None, Batch | None, np.ndarray]  # ΔL, ΔR (None: empty), ticks
+
+
+def _cut(dl: Batch | None, dr: Batch | None, ticks: np.ndarray, t: int) -> tuple[_Slice, _Slice]:
+    """Both deltas and the ticks cut after instant t: (up to t, the rest)."""
+    k = int(np.searchsorted(ticks, t, side="right"))
+    hl, tl = dl.split_at_time(t) if dl is not None else (None, None)
+    hr, tr = dr.split_at_time(t) if dr is not None else (None, None)
+    return (_some(hl), _some(hr), ticks[:k]), (_some(tl), _some(tr), ticks[k:])
+
+
+def _some(b: Batch | None) -> Batch | None:
+    """`b`, or None when it is empty."""
+    return b if b is not None and len(b) else None
 
 
 def _middle_instant(dl: Batch, dr: Batch) -> int | None:

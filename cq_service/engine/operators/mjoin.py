@@ -82,7 +82,7 @@ class MJoin(MultiInputOperator):
             "orders",
             "probe_orderer",
             "_runs",
-            "_profile_ev",
+            "_probe_ev",
             "reorders",
         }
     )
@@ -111,6 +111,9 @@ class MJoin(MultiInputOperator):
         self._keysets: list[list[tuple[BExpr, ...]]] = [[] for _ in range(n)]
         self._side_ev: list[list[list]] = [[] for _ in range(n)]
         self.orders: list[tuple[int, ...]] = []
+        # (target, inputs bound) -> the target's synopsis probed then, and the key evaluators
+        # over the bound inputs' columns: compiled once, for pipelines and profiles alike
+        self._probe_ev: dict[tuple[int, frozenset[int]], tuple[int, list]] = {}
         self._pipelines: list[list[Probe]] = []
         self._first_filters: list[list] = []
         for i in range(n):
@@ -123,7 +126,6 @@ class MJoin(MultiInputOperator):
         ]
         self.probe_orderer = probe_orderer
         self._runs = [0] * n  # runs of each pipeline (it is profiled every `every`-th)
-        self._profile_ev: dict[tuple[int, frozenset[int]], tuple[int, list]] = {}
         self.reorders = 0  # orders adopted from the orderer
 
     # -- pipelines ------------------------------------------------------------------------------
@@ -143,12 +145,8 @@ class MJoin(MultiInputOperator):
             links = self._links(t, bound)
             if not links:
                 raise ValueError(f"{self.name}: input {t} is joined to none before it in {order}")
-            target_keys = tuple(e.side(t) for e in links)
-            bound_ev = [
-                compile_expr(shift_columns(e.side(e.other(t)), self._offsets[e.other(t)]))
-                for e in links
-            ]
-            side = self._keyset(t, target_keys)
+            self._keyset(t, tuple(e.side(t) for e in links))  # a synopsis on them, if new
+            side, bound_ev = self._probe_keys(t, frozenset(bound))
             bound.add(t)
             now = set(self._filter_leaves(bound)) - placed
             placed |= now
@@ -371,7 +369,7 @@ class MJoin(MultiInputOperator):
     def _probe_keys(self, t: int, bound: frozenset[int]) -> tuple[int, list]:
         """Input t's synopsis probed after `bound`, and the key evaluators over the bound
         inputs' columns (compiled once per pair)."""
-        got = self._profile_ev.get((t, bound))
+        got = self._probe_ev.get((t, bound))
         if got is None:
             links = self._links(t, bound)
             side = self._keysets[t].index(tuple(e.side(t) for e in links))
@@ -379,7 +377,7 @@ class MJoin(MultiInputOperator):
                 compile_expr(shift_columns(e.side(e.other(t)), self._offsets[e.other(t)]))
                 for e in links
             ]
-            got = self._profile_ev[(t, bound)] = (side, ev)
+            got = self._probe_ev[(t, bound)] = (side, ev)
         return got
 
     def _reorder(self, i: int, profile: list[PositionProfile]) -> None:
