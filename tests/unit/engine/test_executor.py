@@ -25,6 +25,7 @@ from cq_service.engine.scheduler import (
 from cq_service.io import open_source
 from cq_service.runner import run_pipeline
 from cq_service.spec import load_pipeline
+from tests.unit.engine.runs import Collect
 
 PIPELINE = """\
 version: 1
@@ -146,23 +147,6 @@ def test_output_files_are_byte_identical_for_any_batch_rows(pipeline_dir, tmp_pa
 # -- budgets and scheduling orders ------------------------------------------------------------
 
 
-class Collect:
-    """A result writer keeping lines in memory."""
-
-    def __init__(self) -> None:
-        self.lines: list[tuple] = []
-
-    def write(self, ts, ops, columns) -> None:
-        rows = list(zip(*(c.to_pylist() for c in columns))) if columns else [()] * len(ts)
-        self.lines.extend(zip(ts.tolist(), ops.tolist(), rows))
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
 class RandomOrder:
     """Picks a random runnable operator (seeded)."""
 
@@ -232,7 +216,7 @@ def run_executor(root: Path, *, budget: int, policy, batch_rows: int = 16) -> di
             r.close()
     for q in executor.queues:
         assert q.rows == 0, f"queue {q.name} not drained"
-    return {q: w.lines for q, w in writers.items()}
+    return {q: w.out for q, w in writers.items()}
 
 
 def canonical(out: dict[str, list]) -> dict[str, list]:

@@ -6,51 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
-
 from cq_service.compiler import compile_pipeline
 from cq_service.engine.build import SourceOptions
 from cq_service.engine.live import LiveEngine
-from cq_service.io.base import RawChunk
 from cq_service.plan.planner import plan_queries
 from cq_service.spec.loader import load_pipeline_text
-
-
-class ListReader:
-    """Chunks handed over one `read` at a time, like a live source (empty when none)."""
-
-    def __init__(self) -> None:
-        self.pending: list[RawChunk] = []
-
-    def add(self, rows: list[tuple[int, int]], op: int = 1) -> None:
-        ts = np.array([t for t, _ in rows], np.int64)
-        self.pending.append(RawChunk(
-            (pa.array([a for _, a in rows], pa.int64()), pa.array(ts)), ts,
-            np.full(len(rows), op, np.int8), np.arange(len(rows), dtype=np.int64),
-        ))
-
-    def read(self) -> RawChunk:
-        if self.pending:
-            return self.pending.pop(0)
-        return RawChunk((pa.array([], pa.int64()), pa.array([], pa.int64())), np.zeros(0, np.int64),
-                        np.zeros(0, np.int8), np.zeros(0, np.int64))
-
-
-class Collect:
-    def __init__(self) -> None:
-        self.out: list[tuple[int, int, tuple]] = []
-
-    def write(self, ts, ops, columns) -> None:
-        rows = list(zip(*(c.to_pylist() for c in columns)))
-        self.out.extend(zip(ts.tolist(), ops.tolist(), rows))
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
+from tests.unit.engine.runs import Collect, ListReader
 
 QUERIES = {
     "total": "SELECT COUNT(*) AS n FROM S [Range 10]",

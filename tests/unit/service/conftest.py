@@ -7,9 +7,8 @@ from typing import Any
 
 import pytest
 
-from cq_service.catalog import Catalog
-from cq_service.service.config import ServiceConfig
 from cq_service.service.worker import Worker
+from tests.unit.service.workers import sqlite_worker
 
 TOKEN = "s3cret"
 
@@ -21,16 +20,6 @@ def make_worker(tmp_path: Path, folder: Path):
     def _make(**settings: Any) -> Worker:
         # A turn drains up to its step count, not for a time: what a test's steps do does not
         # depend on the machine's speed.
-        settings.setdefault("turn_seconds", 3600.0)
-        catalog = Catalog(f"sqlite:///{tmp_path / 'catalog.db'}")
-        catalog.upgrade()
-        config = ServiceConfig(
-            pipelines=str(folder),
-            catalog=catalog.url,
-            port=0,
-            token=TOKEN,
-            **{"checkpoint_interval": 0.05, "reconcile_interval": 3600, **settings},
-        )
-        return Worker(config, catalog)
+        return sqlite_worker(tmp_path, folder, token=TOKEN, **{"turn_seconds": 3600.0, **settings})
 
     return _make

@@ -14,12 +14,9 @@ from pathlib import Path
 import uvicorn
 from fastapi.testclient import TestClient
 
-from cq_service.catalog import Catalog
 from cq_service.service.api import make_app
-from cq_service.service.config import ServiceConfig
 from cq_service.service.worker import Worker
-
-EXAMPLE = Path(__file__).parents[3] / "pipelines" / "examples" / "web-proxy"
+from tests.unit.service.workers import EXAMPLE, sqlite_worker
 
 
 @contextmanager
@@ -30,11 +27,8 @@ def serving_example(
     it), serving: (its API's test client, the worker, the pipelines folder)."""
     folder = tmp_path / "p"
     shutil.copytree(EXAMPLE, folder / "web-proxy", ignore=shutil.ignore_patterns("out"))
-    catalog = Catalog(f"sqlite:///{tmp_path / 'catalog.db'}")
-    catalog.upgrade()
-    config = ServiceConfig(pipelines=str(folder), catalog=catalog.url, port=0, token=token,
-                           checkpoint_interval=0.1, reconcile_interval=reconcile_interval)
-    worker = Worker(config, catalog)
+    worker = sqlite_worker(tmp_path, folder, token=token, checkpoint_interval=0.1,
+                           reconcile_interval=reconcile_interval)
     with serving(worker) as api:
         yield api, worker, folder
 

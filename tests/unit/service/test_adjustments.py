@@ -19,8 +19,7 @@ from cq_service.service.api import make_app
 from cq_service.service.metrics import render_metrics
 from cq_service.service.worker import Worker
 from tests.unit.service.conftest import TOKEN
-from tests.unit.service.test_scheduling import request_while_stepping
-from tests.unit.service.test_worker import run_until_done
+from tests.unit.service.workers import request_while_stepping, run_until_done
 
 NAME = "clicks"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

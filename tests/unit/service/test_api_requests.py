@@ -10,13 +10,11 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from cq_service.catalog import Catalog
 from cq_service.service import views
 from cq_service.service.api import make_app
 from cq_service.service.api_guard import MAX_BODY_BYTES
-from cq_service.service.config import ServiceConfig
-from cq_service.service.worker import Worker
 from tests.unit.service.serving import serving_example
+from tests.unit.service.workers import sqlite_worker
 from tests.unit.spec.test_yaml_limits import laughs
 
 TOKEN = "s3cret"
@@ -177,11 +175,8 @@ def test_the_scheme_name_is_case_insensitive(client) -> None:
 
 
 def test_without_a_token_configured_changes_are_403(tmp_path: Path) -> None:
-    catalog = Catalog(f"sqlite:///{tmp_path / 'catalog.db'}")
-    catalog.upgrade()
     (tmp_path / "p").mkdir()
-    worker = Worker(ServiceConfig(pipelines=str(tmp_path / "p"), catalog=catalog.url, port=0,
-                                  token=None), catalog)
+    worker = sqlite_worker(tmp_path, tmp_path / "p", token=None)
     c = TestClient(make_app(worker))
     refused(c.post("/pipelines", json={"yaml": "x"}, headers=AUTH), 403, "no token")
 

@@ -26,11 +26,10 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from cq_service.catalog import Catalog
 from cq_service.service.api import make_app
-from cq_service.service.config import ServiceConfig
 from cq_service.service.worker import Worker
 from tests.unit.service.serving import serving_http
+from tests.unit.service.workers import sqlite_worker
 
 ROOT = Path(__file__).resolve().parents[3]
 SCHEMA_FILE = ROOT / "schemas" / "api.openapi.json"
@@ -52,11 +51,7 @@ SCHEMA = schemathesis.openapi.from_path(SCHEMA_FILE).exclude(
 def _worker(tmp: Path) -> Worker:
     folder = tmp / "p"
     shutil.copytree(EXAMPLE, folder / "web-proxy", ignore=shutil.ignore_patterns("out"))
-    catalog = Catalog(f"sqlite:///{tmp / 'catalog.db'}")
-    catalog.upgrade()
-    config = ServiceConfig(pipelines=str(folder), catalog=catalog.url, port=0, token=TOKEN,
-                           checkpoint_interval=0.5, reconcile_interval=3600)
-    return Worker(config, catalog)
+    return sqlite_worker(tmp, folder, token=TOKEN, checkpoint_interval=0.5)
 
 
 def test_the_schema_file_is_current(tmp_path: Path) -> None:

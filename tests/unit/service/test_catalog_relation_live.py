@@ -13,7 +13,7 @@ from cq_service.engine.live import LiveEngine
 from cq_service.io import open_source
 from cq_service.plan.planner import plan_queries
 from cq_service.spec.loader import load_pipeline_text
-from tests.unit.engine.test_live import Collect, ListReader
+from tests.unit.engine.runs import Collect, ListReader
 
 
 def test_rows_inserted_while_running_are_joined_from_their_instant(tmp_path: Path) -> None:

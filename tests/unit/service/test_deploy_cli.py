@@ -10,13 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from cq_service.catalog import Catalog
-from cq_service.service.config import ServiceConfig
-from cq_service.service.worker import Worker
 from tests.unit.service.serving import serving_http
+from tests.unit.service.workers import EXAMPLE, sqlite_worker
 
 CQ = Path(sys.executable).with_name("cq")
-EXAMPLE = Path(__file__).parents[3] / "pipelines" / "examples" / "web-proxy"
 TOKEN = "s3cret"
 
 
@@ -24,11 +21,8 @@ TOKEN = "s3cret"
 def worker_url(tmp_path_factory: pytest.TempPathFactory):
     tmp = tmp_path_factory.mktemp("deploy")
     (tmp / "p").mkdir()
-    catalog = Catalog(f"sqlite:///{tmp / 'catalog.db'}")
-    catalog.upgrade()
-    config = ServiceConfig(pipelines=str(tmp / "p"), catalog=catalog.url, port=0, token=TOKEN,
-                           checkpoint_interval=0.5, reconcile_interval=3600)
-    with serving_http(Worker(config, catalog)) as url:
+    worker = sqlite_worker(tmp, tmp / "p", token=TOKEN, checkpoint_interval=0.5)
+    with serving_http(worker) as url:
         yield url
 
 

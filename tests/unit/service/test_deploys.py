@@ -17,7 +17,7 @@ from cq_service.service import reconciler as reconciling
 from cq_service.service import views
 from tests.unit.service.conftest import TOKEN
 from tests.unit.service.serving import serving
-from tests.unit.service.test_worker import EXAMPLE, run_until_done
+from tests.unit.service.workers import EXAMPLE, run_until_done
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 QUERIES = {"commerce_urls", "domain_load", "loyal_clients"}

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +27,9 @@ from cq_service.service.api import make_app
 from cq_service.service.config import ConfigError, ServiceConfig, load_config
 from cq_service.service.metrics import parse_metrics, render_metrics
 from cq_service.service.scheduling import SchedulerChoice
-from cq_service.service.worker import Worker
 from tests.unit.service.conftest import TOKEN
 from tests.unit.service.serving import serving
-from tests.unit.service.test_worker import EXAMPLE, run_until_done
+from tests.unit.service.workers import EXAMPLE, request_while_stepping, run_until_done
 
 NAME = "web-proxy"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -59,19 +57,6 @@ def set_resources(folder: Path, resources: str) -> Path:
         path.read_text().replace("queries:\n", f"resources: {resources}\nqueries:\n", 1)
     )
     return path
-
-
-def request_while_stepping(worker: Worker, send) -> Any:
-    """Send an API request from another thread while this (the engine's) thread steps the
-    worker: the request's `Worker.call` runs between two steps."""
-    worker._engine_thread = threading.current_thread()
-    answer: list[Any] = []
-    sender = threading.Thread(target=lambda: answer.append(send()))
-    sender.start()
-    while sender.is_alive():
-        worker.step()
-    sender.join()
-    return answer[0]
 
 
 def test_an_api_change_takes_effect_at_once_and_results_equal_cq_run(

@@ -4,18 +4,13 @@ query alone restarts, an invalid file is rejected while the running version keep
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 
 import pytest
 
-from cq_service.catalog import Catalog
 from cq_service.compiler import load_and_compile
 from cq_service.runner import run_pipeline
-from cq_service.service.config import ServiceConfig
-from cq_service.service.worker import Worker
-
-EXAMPLE = Path(__file__).parents[3] / "pipelines" / "examples" / "web-proxy"
+from tests.unit.service.workers import EXAMPLE, run_until_done, sqlite_worker
 
 
 @pytest.fixture
@@ -24,30 +19,8 @@ def folder(tmp_path: Path) -> Path:
     return tmp_path / "p"
 
 
-def make_worker(tmp_path: Path, folder: Path) -> Worker:
-    catalog = Catalog(f"sqlite:///{tmp_path / 'catalog.db'}")
-    catalog.upgrade()
-    config = ServiceConfig(pipelines=str(folder), catalog=catalog.url, port=0,
-                           checkpoint_interval=0.05, reconcile_interval=3600)
-    return Worker(config, catalog)
-
-
-def run_until_done(worker: Worker, seconds: float = 60) -> None:
-    """Reconcile, then step until every (file) source is exhausted and nothing is left to run
-    (`seconds`: a guard against a hang, not a bound on speed)."""
-    deadline = time.monotonic() + seconds
-    worker.reconcile()
-    while time.monotonic() < deadline:
-        worker.step()
-        ex = worker.engine.executor
-        if all(s.exhausted for s in ex.sources) and not any(o.runnable() for o in ex.operators):
-            worker.checkpoint()
-            return
-    raise AssertionError("the worker did not finish its file sources")
-
-
 def test_results_equal_cq_run(tmp_path: Path, folder: Path) -> None:
-    worker = make_worker(tmp_path, folder)
+    worker = sqlite_worker(tmp_path, folder)
     run_until_done(worker)
     reference = tmp_path / "ref"
     shutil.copytree(EXAMPLE, reference, ignore=shutil.ignore_patterns("out"))
@@ -62,7 +35,7 @@ def test_results_equal_cq_run(tmp_path: Path, folder: Path) -> None:
 
 
 def test_only_the_changed_query_restarts(tmp_path: Path, folder: Path) -> None:
-    worker = make_worker(tmp_path, folder)
+    worker = sqlite_worker(tmp_path, folder)
     run_until_done(worker)
     kept_sink = worker.engine.sinks["web-proxy/domain_load"]
     path = folder / "web-proxy" / "pipeline.yaml"
@@ -77,7 +50,7 @@ def test_only_the_changed_query_restarts(tmp_path: Path, folder: Path) -> None:
 
 
 def test_invalid_file_is_rejected_and_the_running_version_stays(tmp_path: Path, folder: Path) -> None:
-    worker = make_worker(tmp_path, folder)
+    worker = sqlite_worker(tmp_path, folder)
     run_until_done(worker)
     before = set(worker.queries)
     path = folder / "web-proxy" / "pipeline.yaml"
@@ -92,7 +65,7 @@ def test_invalid_file_is_rejected_and_the_running_version_stays(tmp_path: Path, 
 
 
 def test_removed_file_stops_its_queries(tmp_path: Path, folder: Path) -> None:
-    worker = make_worker(tmp_path, folder)
+    worker = sqlite_worker(tmp_path, folder)
     run_until_done(worker)
     (folder / "web-proxy" / "pipeline.yaml").unlink()
     [result] = worker.reconcile()
@@ -102,11 +75,7 @@ def test_removed_file_stops_its_queries(tmp_path: Path, folder: Path) -> None:
 
 
 def test_sources_pause_over_the_queue_budget_and_nothing_is_lost(tmp_path: Path, folder: Path) -> None:
-    catalog = Catalog(f"sqlite:///{tmp_path / 'catalog.db'}")
-    catalog.upgrade()
-    config = ServiceConfig(pipelines=str(folder), catalog=catalog.url, port=0, queue_budget=1,
-                           batch_rows=16, reconcile_interval=3600)
-    worker = Worker(config, catalog)
+    worker = sqlite_worker(tmp_path, folder, queue_budget=1, batch_rows=16)
     worker.reconcile()
     paused = []
     executor = worker.engine.executor
@@ -137,7 +106,7 @@ def test_qos_ranges_from_the_file_reach_the_catalog(tmp_path: Path, folder: Path
         anchor,
         anchor + "    qos: {window: {R: [10 s, 1 min]}, granularity: [1 s, 5 s, 10 s]}\n",
     ))
-    worker = make_worker(tmp_path, folder)
+    worker = sqlite_worker(tmp_path, folder)
     worker.reconcile()
     assert worker.catalog.query("web-proxy", "domain_load").qos == {
         "window:R": [10_000, 60_000], "granularity": [1_000, 10_000]

@@ -11,7 +11,7 @@ import pytest
 from cq_service.compiler import load_and_compile
 from cq_service.runner import run_pipeline
 from cq_service.service import views as w
-from tests.unit.service.test_worker import EXAMPLE, run_until_done
+from tests.unit.service.workers import EXAMPLE, run_until_done
 
 NAME = "web-proxy"
 HAVING = "HAVING COUNT(*) = 2"

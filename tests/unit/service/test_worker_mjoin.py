@@ -15,9 +15,9 @@ from cq_service.plan.mjoins import MJoinOp, multiway_joins
 from cq_service.plan.planner import plan_queries
 from cq_service.runner import run_pipeline
 from tests.property.harness import write_pipeline
-from tests.unit.engine.test_snapshots import Run, chunks_of
-from tests.unit.service.test_worker import run_until_done
+from tests.unit.engine.runs import Run, chunks_of
 from tests.unit.service.test_worker_shared_joins import make_worker
+from tests.unit.service.workers import run_until_done
 
 QUERIES = {
     "three": "SELECT Istream(A.k, A.x, B.y, C.z) FROM A [Range 5], B [Rows 4], C [Range 8] WHERE A.k = B.k AND B.y = C.k",

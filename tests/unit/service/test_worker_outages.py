@@ -11,10 +11,10 @@ import threading
 import time
 from pathlib import Path
 
-from cq_service.catalog import Catalog
 from cq_service.engine.operators.base import NEVER
 from cq_service.service.config import ServiceConfig, load_config
 from cq_service.service.worker import Worker
+from tests.unit.service.workers import sqlite_worker
 
 RECORDS = 5_000
 
@@ -37,14 +37,10 @@ def make_worker(tmp_path: Path, port: int) -> Worker:
         "queries:\n  q:\n    cql: SELECT * FROM S\n"
         f"    sink: {{type: kafka, topic: out, bootstrap_servers: '127.0.0.1:{port}'}}\n"
     )
-    catalog = Catalog(f"sqlite:///{tmp_path / 'catalog.db'}")
-    catalog.upgrade()
-    config = ServiceConfig(
-        pipelines=str(folder), catalog=catalog.url, port=0, batch_rows=100,
-        checkpoint_interval=0.05, reconcile_interval=3600, manage_interval=0,
-        flush_timeout=0.2, retry_backoff=0.05, retry_backoff_max=0.1, sink_buffer_bytes=20_000,
+    return sqlite_worker(
+        tmp_path, folder, batch_rows=100, manage_interval=0, flush_timeout=0.2,
+        retry_backoff=0.05, retry_backoff_max=0.1, sink_buffer_bytes=20_000,
     )  # fmt: skip
-    return Worker(config, catalog)
 
 
 def test_a_sink_without_its_broker_holds_every_result_and_pauses_the_sources(

@@ -16,19 +16,17 @@ import pytest
 import yaml
 
 from cq_service.adaptive.estimate import Observed, estimate_plan
-from cq_service.catalog import Catalog
 from cq_service.compiler import load_and_compile
 from cq_service.engine.live import EngineState
 from cq_service.plan.physical import PhysicalNode, PhysicalPlan
 from cq_service.plan.planner import plan_queries
 from cq_service.plan.shared_joins import SharedJoinOp, SharedJoinRouteOp, share_window_joins
 from cq_service.runner import run_pipeline
-from cq_service.service.config import ServiceConfig
 from cq_service.service.views import explain_pipeline
 from cq_service.service.worker import Worker
 from tests.property.harness import write_pipeline
-from tests.unit.engine.test_snapshots import Run, chunks_of
-from tests.unit.service.test_worker import run_until_done
+from tests.unit.engine.runs import Run, chunks_of
+from tests.unit.service.workers import run_until_done, sqlite_worker
 
 QUERIES = {
     "near": "SELECT Istream(A.k, A.x, B.y) FROM A [Range 5], B [Range 5] WHERE A.k = B.k",
@@ -71,12 +69,7 @@ def folder(tmp_path: Path) -> Path:
 
 
 def make_worker(tmp_path: Path, folder: Path, batch_rows: int = 65_536) -> Worker:
-    catalog = Catalog(f"sqlite:///{tmp_path / 'catalog.db'}")
-    catalog.upgrade()
-    config = ServiceConfig(pipelines=str(folder), catalog=catalog.url, port=0,
-                           checkpoint_interval=0.05, reconcile_interval=3600,
-                           batch_rows=batch_rows)
-    return Worker(config, catalog)
+    return sqlite_worker(tmp_path, folder, batch_rows=batch_rows)
 
 
 def reference(tmp_path: Path, queries: dict[str, Any]) -> dict[str, str]:
