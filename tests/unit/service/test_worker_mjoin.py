@@ -16,8 +16,7 @@ from cq_service.plan.planner import plan_queries
 from cq_service.runner import run_pipeline
 from tests.property.harness import write_pipeline
 from tests.unit.engine.runs import Run, chunks_of
-from tests.unit.service.test_worker_shared_joins import make_worker
-from tests.unit.service.workers import run_until_done
+from tests.unit.service.workers import run_until_done, sqlite_worker
 
 QUERIES = {
     "three": "SELECT Istream(A.k, A.x, B.y, C.z) FROM A [Range 5], B [Rows 4], C [Range 8] WHERE A.k = B.k AND B.y = C.k",
@@ -50,7 +49,7 @@ def write(folder: Path, join: str) -> Path:
 def test_worker_runs_mjoin_and_equals_tree(tmp_path: Path) -> None:
     folder = tmp_path / "p"
     write(folder / "mj", "mjoin")
-    worker = make_worker(tmp_path, folder)
+    worker = sqlite_worker(tmp_path, folder)
     worker.reconcile()
     kinds = [op.kind for op in worker.engine.operators_of("mj")]
     assert kinds.count("mjoin") == 2 and "join" not in kinds

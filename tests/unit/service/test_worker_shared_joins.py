@@ -68,10 +68,6 @@ def folder(tmp_path: Path) -> Path:
     return tmp_path / "p"
 
 
-def make_worker(tmp_path: Path, folder: Path, batch_rows: int = 65_536) -> Worker:
-    return sqlite_worker(tmp_path, folder, batch_rows=batch_rows)
-
-
 def reference(tmp_path: Path, queries: dict[str, Any]) -> dict[str, str]:
     """`cq run` of the pipeline with every query planned alone: each query's sink file."""
     path = write(tmp_path / "ref", queries, shared_join="off")
@@ -88,7 +84,7 @@ def outputs(folder: Path, queries) -> dict[str, str]:
 
 
 def test_the_queries_share_one_join_and_each_equals_cq_run(tmp_path: Path, folder: Path) -> None:
-    worker = make_worker(tmp_path, folder)
+    worker = sqlite_worker(tmp_path, folder)
     worker.reconcile()
     assert kinds(worker).count("shared join") == 1
     assert kinds(worker).count("shared join route") == 4
@@ -104,7 +100,7 @@ def test_the_queries_share_one_join_and_each_equals_cq_run(tmp_path: Path, folde
 
 @pytest.mark.parametrize("gone", list(QUERIES))
 def test_removing_a_query_leaves_the_others_exact(tmp_path: Path, folder: Path, gone: str) -> None:
-    worker = make_worker(tmp_path, folder, batch_rows=16)
+    worker = sqlite_worker(tmp_path, folder, batch_rows=16)
     worker.reconcile()
     for _ in range(5):
         worker.step()
@@ -122,7 +118,7 @@ def test_removing_a_query_leaves_the_others_exact(tmp_path: Path, folder: Path, 
 def test_shared_join_off_keeps_plain_joins(tmp_path: Path) -> None:
     folder = tmp_path / "p"
     write(folder / "shared", QUERIES, shared_join="off")
-    worker = make_worker(tmp_path, folder)
+    worker = sqlite_worker(tmp_path, folder)
     worker.reconcile()
     assert not any("shared" in k for k in kinds(worker))
     assert kinds(worker).count("join") == 4
@@ -140,7 +136,7 @@ def test_the_budget_manager_runs_over_a_shared_join(tmp_path: Path) -> None:
                   "WHERE A.k = B.k", "qos": {"window": [2, 10]}},
     }
     write(folder / "shared", queries, memory_budget="64 MiB")
-    worker = make_worker(tmp_path, folder, batch_rows=32)
+    worker = sqlite_worker(tmp_path, folder, batch_rows=32)
     worker.reconcile()
     assert kinds(worker).count("shared join") == 1 and kinds(worker).count("join") == 1
     for i in range(10_000):
