@@ -23,16 +23,16 @@ import json
 import logging
 import os
 import shutil
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from cq_service.batch.archive_decode import DECODED_EXTRA, file_decoder, kafka_decoder
 from cq_service.batch.layout import (
     archive_root,
     archive_schema,
@@ -40,7 +40,7 @@ from cq_service.batch.layout import (
 )
 from cq_service.catalog import ArchiveState, Catalog
 from cq_service.errors import CQError
-from cq_service.spec.model import TIME_UNITS, PipelineSpec, StreamSpec
+from cq_service.spec.model import PipelineSpec, StreamSpec
 
 __all__ = [
     "DEAD_LETTER_DIR",
@@ -69,16 +69,7 @@ DEAD_LETTER_SCHEMA = pa.schema(
 )
 _STAGING_DIR = "_staging"
 _ARCHIVED_KINDS = ("kafka", "file")
-# The decoding's extra output columns: the folders, and a dead record's details (NULL if fine).
-_EXTRA = pa.schema(
-    [
-        ("date", pa.string()),
-        ("hour", pa.string()),
-        ("_dead_reason", pa.string()),
-        ("_dead_raw", pa.string()),
-        ("_dead_file", pa.string()),
-    ]
-)
+
 
 
 class ArchiveError(CQError):
@@ -264,7 +255,7 @@ class _StreamJob:
     # -- reading and decoding (inside Spark)
 
     def _output_schema(self) -> pa.Schema:
-        return pa.unify_schemas([archive_schema(self.stream), _EXTRA])
+        return pa.unify_schemas([archive_schema(self.stream), DECODED_EXTRA])
 
     def _kafka_frame(self, plan: _Plan) -> Any:
         from pyspark.sql import Window
@@ -302,12 +293,12 @@ class _StreamJob:
         else:
             position = F.lit(0).cast("long")
         frame = frame.withColumn("position", position.cast("long"))
-        decode = _kafka_decoder(self.stream, self.spec.time_unit)
+        decode = kafka_decoder(self.stream, self.spec.time_unit)
         return frame.mapInArrow(decode, _spark_schema(self._output_schema()))
 
     def _file_frame(self, plan: _Plan) -> Any:
         frame = self.spark.createDataFrame([(0, plan.after)], "task int, after long").coalesce(1)
-        decode = _file_decoder(self.stream, self.spec.time_unit)
+        decode = file_decoder(self.stream, self.spec.time_unit)
         return frame.mapInArrow(decode, _spark_schema(self._output_schema()))
 
     # -- writing
@@ -421,130 +412,6 @@ class _StreamJob:
     @staticmethod
     def _last_records(dead: pa.Table) -> list[int]:
         return [int(pc.max(dead.column("_offset")).as_py())] if dead.num_rows else []
-
-
-# -- decoding functions shipped to Spark ---------------------------------------------------------
-
-
-def _kafka_decoder(stream: StreamSpec, time_unit: str) -> Callable[[Iterator], Iterator]:
-    """A mapInArrow function: Kafka rows (partition, offset, key, value, ms, position) -> the
-    stream's elements and dead records (see `_EXTRA`), decoded by `MessageDecoder`."""
-
-    def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from cq_service.io.kafka import MessageDecoder, Messages
-
-        decoder = MessageDecoder(stream, time_unit)
-        schema = pa.unify_schemas([archive_schema(stream), _EXTRA])
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            cols = batch.to_pydict()
-            messages = Messages.of(
-                cols["partition"], cols["offset"], cols["key"], cols["value"], cols["ms"]
-            )
-            chunk, _ = decoder.decode(messages, np.asarray(cols["position"], dtype=np.int64))
-            assert chunk.partition is not None
-            yield _elements(stream, time_unit, chunk.columns, chunk.ts, chunk.partition,
-                            chunk.record, schema)
-            if chunk.dead:
-                # located as kafka:<topic>/<partition>, `record` the offset
-                partitions = [int(d.file.rsplit("/", 1)[1]) for d in chunk.dead]
-                yield _dead(schema, chunk.dead, partitions, [d.record for d in chunk.dead])
-
-    return decode
-
-
-def _file_decoder(stream: StreamSpec, time_unit: str) -> Callable[[Iterator], Iterator]:
-    """A mapInArrow function: one row (task, after) -> the file's elements and dead records
-    with a record number above `after`, read by the engine's own file reader."""
-
-    def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import cq_service.io  # noqa: F401 - registers the file readers
-        from cq_service.io.base import open_source
-
-        schema = pa.unify_schemas([archive_schema(stream), _EXTRA])
-        for batch in batches:
-            for after in batch.column("after").to_pylist():
-                with open_source(stream, time_unit) as reader:
-                    for chunk in reader:
-                        keep = chunk.record > after
-                        if not keep.all():
-                            index = pa.array(np.flatnonzero(keep))
-                            columns = tuple(c.take(index) for c in chunk.columns)
-                            ts, record = chunk.ts[keep], chunk.record[keep]
-                        else:
-                            columns, ts, record = chunk.columns, chunk.ts, chunk.record
-                        if len(ts):
-                            zeros = np.zeros(len(ts), dtype=np.int32)
-                            yield _elements(stream, time_unit, columns, ts, zeros, record,
-                                            schema)
-                        dead = [d for d in chunk.dead if d.record > after]
-                        if dead:
-                            yield _dead(schema, dead, [0] * len(dead), [d.record for d in dead])
-
-    return decode
-
-
-def _elements(
-    stream: StreamSpec,
-    time_unit: str,
-    columns: Sequence[pa.Array],
-    ts: np.ndarray,
-    partition: np.ndarray,
-    offset: np.ndarray,
-    schema: pa.Schema,
-) -> pa.RecordBatch:
-    dates, hours = _folders(ts, time_unit)
-    n = len(ts)
-    nulls = pa.nulls(n, pa.string())
-    arrays = [
-        *(_plain(c) for c in columns),
-        pa.array(ts, pa.int64()),
-        pa.array(partition, pa.int32()),
-        pa.array(offset, pa.int64()),
-        dates,
-        hours,
-        nulls,
-        nulls,
-        nulls,
-    ]
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-
-def _dead(
-    schema: pa.Schema, dead: Sequence[Any], partitions: Sequence[int], offsets: Sequence[int]
-) -> pa.RecordBatch:
-    n = len(dead)
-    arrays = []
-    for f in schema:
-        if f.name == "_partition":
-            arrays.append(pa.array(partitions, pa.int32()))
-        elif f.name == "_offset":
-            arrays.append(pa.array(offsets, pa.int64()))
-        elif f.name == "_dead_reason":
-            arrays.append(pa.array([d.reason for d in dead], pa.string()))
-        elif f.name == "_dead_raw":
-            arrays.append(pa.array([d.raw for d in dead], pa.string()))
-        elif f.name == "_dead_file":
-            arrays.append(pa.array([d.file for d in dead], pa.string()))
-        else:
-            arrays.append(pa.nulls(n, f.type))
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-
-def _plain(column: pa.Array | pa.ChunkedArray) -> pa.Array:
-    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-
-
-def _folders(ts: np.ndarray, time_unit: str) -> tuple[pa.Array, pa.Array]:
-    """The date and hour folder values (UTC) of timestamps `ts` in `time_unit`."""
-    unit_ns = TIME_UNITS[time_unit]
-    if unit_ns >= 1_000_000_000:
-        seconds = ts.astype(np.int64) * (unit_ns // 1_000_000_000)
-    else:
-        seconds = ts.astype(np.int64) // (1_000_000_000 // unit_ns)
-    moments = pa.array(seconds, pa.timestamp("s", tz="UTC"))
-    return pc.strftime(moments, "%Y-%m-%d"), pc.strftime(moments, "%H")
 
 
 # -- helpers -------------------------------------------------------------------------------------
