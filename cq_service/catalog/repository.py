@@ -24,12 +24,10 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import delete, select, text
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -38,8 +36,6 @@ from cq_service.catalog import models as m
 from cq_service.catalog.exceptions import CatalogError, CatalogInputError, CatalogUnavailable
 from cq_service.catalog.records import (
     AdjustmentRecord,
-    ArchiveState,
-    Checkpoint,
     DeploymentRecord,
     PipelineControlRecord,
     QueryRecord,
@@ -47,7 +43,9 @@ from cq_service.catalog.records import (
     StatsRecord,
 )
 from cq_service.catalog.spec_json import stream_json
+from cq_service.catalog.statements import aware, upsert
 from cq_service.catalog.stored_pipelines import StoredPipelines
+from cq_service.catalog.stored_progress import StoredProgress
 from cq_service.catalog.stored_relations import StoredRelations
 from cq_service.catalog.validation import (
     check_choice,
@@ -66,7 +64,7 @@ __all__ = ["Catalog"]
 _CONTROLS = ("weight", "qos", "memory_budget")
 
 
-class Catalog(StoredPipelines, StoredRelations):
+class Catalog(StoredPipelines, StoredRelations, StoredProgress):
     """The catalog at `url` (default: `database.default_url()`).
 
     `create=False` refuses to make a new SQLite file (readers should not create catalogs);
@@ -314,7 +312,7 @@ class Catalog(StoredPipelines, StoredRelations):
             "updated_at": m.utcnow(),
         }
         with self._tx() as s:
-            s.execute(_upsert(s, m.PipelineControl, values, "pipeline"))
+            s.execute(upsert(s, m.PipelineControl, values, "pipeline"))
             return _pipeline_control(s.get(m.PipelineControl, pipeline, populate_existing=True))
 
     def clear_pipeline_control(self, pipeline: str) -> bool:
@@ -431,105 +429,9 @@ class Catalog(StoredPipelines, StoredRelations):
             stmt = stmt.limit(limit)
         with self._tx() as s:
             found = [
-                StatsRecord(int(r.id), _aware(r.at), r.pipeline, r.data) for r in s.scalars(stmt)
+                StatsRecord(int(r.id), aware(r.at), r.pipeline, r.data) for r in s.scalars(stmt)
             ]
         return found[::-1]
-
-    # -- checkpoints -------------------------------------------------------------------------
-
-    def save_checkpoint(
-        self,
-        key: str,
-        frontier: int | None,
-        offsets: Mapping[str, Mapping[str | int, int]],
-        queries: Mapping[str, Any],
-    ) -> None:
-        """Replace the checkpoint stored under `key` (atomically)."""
-        values = {
-            "key": key,
-            "frontier": int64_or_none("frontier", frontier),
-            "offsets": json_value("offsets", {str(k): dict(v) for k, v in offsets.items()}),
-            "queries": json_value("queries", dict(queries)),
-            "updated_at": m.utcnow(),
-        }
-        with self._tx() as s:
-            s.execute(_upsert(s, m.CheckpointRow, values, "key"))
-
-    def load_checkpoint(self, key: str) -> Checkpoint | None:
-        with self._tx() as s:
-            row = s.get(m.CheckpointRow, key)
-            if row is None:
-                return None
-            return Checkpoint(
-                row.key, row.frontier, row.offsets, row.queries, _aware(row.updated_at)
-            )
-
-    # -- archive progress (cq archive) --------------------------------------------------------
-
-    def archive_state(self, pipeline: str, stream: str) -> ArchiveState | None:
-        """How far `stream` of `pipeline` is archived (None: never)."""
-        with self._tx() as s:
-            row = s.get(m.ArchiveProgress, (pipeline, stream))
-            return None if row is None else _archive_state(row)
-
-    def archive_states(self, pipeline: str) -> list[ArchiveState]:
-        with self._tx() as s:
-            rows = s.scalars(
-                select(m.ArchiveProgress)
-                .where(m.ArchiveProgress.pipeline == pipeline)
-                .order_by(m.ArchiveProgress.stream)
-            )
-            return [_archive_state(r) for r in rows]
-
-    def save_archive_state(self, state: ArchiveState) -> None:
-        """Replace the progress of `state.stream` (atomically: a run is committed by this)."""
-        if state.run < 1:
-            raise CatalogInputError(f"archive run must be >= 1, got {state.run}")
-        values = {
-            "pipeline": state.pipeline,
-            "stream": state.stream,
-            "source": state.source,
-            "run": state.run,
-            "offsets": {str(p): int(o) for p, o in state.offsets.items()},
-            "max_ts": {str(p): int(t) for p, t in state.max_ts.items()},
-            "next_position": state.next_position,
-            "boundary": int64_or_none("boundary", state.boundary),
-            "file_size": state.file_size,
-            "file_mtime_ns": state.file_mtime_ns,
-            "rows": state.rows,
-            "dead_letters": state.dead_letters,
-            "updated_at": m.utcnow(),
-        }
-        with self._tx() as s:
-            s.execute(_upsert(s, m.ArchiveProgress, values, ("pipeline", "stream")))
-
-    def archive_boundary(self, pipeline: str, stream: str) -> int | None:
-        """The largest _ts up to which `stream`'s archive is complete (None: none yet)."""
-        state = self.archive_state(pipeline, stream)
-        return None if state is None else state.boundary
-
-    # -- backfill handovers ------------------------------------------------------------------
-
-    def set_handover(self, pipeline: str, query: str, until: int) -> None:
-        """Record that `query`'s results up to `until` (T2) came from a backfill."""
-        values = {"pipeline": pipeline, "query": query,
-                  "until_ts": int64_or_none("until", until), "updated_at": m.utcnow()}
-        with self._tx() as s:
-            s.execute(_upsert(s, m.QueryHandover, values, ("pipeline", "query")))
-
-    def handover(self, pipeline: str, query: str) -> int | None:
-        """The T2 a backfill of `query` handed over at (None: no handover)."""
-        with self._tx() as s:
-            row = s.get(m.QueryHandover, (pipeline, query))
-            return None if row is None else int(row.until_ts)
-
-    def clear_handover(self, pipeline: str, query: str) -> bool:
-        with self._tx() as s:
-            row = s.get(m.QueryHandover, (pipeline, query))
-            if row is None:
-                return False
-            s.delete(row)
-            return True
 
     # -- plumbing ----------------------------------------------------------------------------
 
@@ -582,24 +484,6 @@ def _pairs(schema: Any) -> list[tuple[Any, Any]]:
     return [(c, t) for c, t in schema]
 
 
-# -- statements -----------------------------------------------------------------------------
-
-
-def _upsert(
-    s: Session, model: type[m.Base], values: dict[str, Any], key: str | Sequence[str]
-) -> Any:
-    """Insert `values`, or update the row with the same primary `key` (atomically)."""
-    insert = postgresql.insert if s.bind.dialect.name == "postgresql" else sqlite.insert
-    keys = [key] if isinstance(key, str) else list(key)
-    return (
-        insert(model)
-        .values(values)
-        .on_conflict_do_update(
-            index_elements=keys, set_={k: v for k, v in values.items() if k not in keys}
-        )
-    )
-
-
 # -- ORM rows -> records --------------------------------------------------------------------
 
 
@@ -621,11 +505,6 @@ def _one_query(s: Session, pipeline: str, name: str) -> m.Query:
     return row
 
 
-def _aware(at: datetime) -> datetime:
-    """SQLite drops the time zone of stored times: they are UTC."""
-    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
-
-
 def _query(q: m.Query) -> QueryRecord:
     return QueryRecord(
         pipeline=q.pipeline,
@@ -640,7 +519,7 @@ def _query(q: m.Query) -> QueryRecord:
         start_after=q.start_after,
         status=q.status,
         error=q.error,
-        updated_at=_aware(q.updated_at),
+        updated_at=aware(q.updated_at),
     )
 
 
@@ -652,39 +531,21 @@ def _source(r: m.Stream) -> SourceRecord:
         schema={str(c): str(t) for c, t in r.schema},
         source=r.source,
         timestamp=r.timestamp,
-        updated_at=_aware(r.updated_at),
+        updated_at=aware(r.updated_at),
     )
 
 
 def _deployment(d: m.Deployment) -> DeploymentRecord:
     return DeploymentRecord(
-        int(d.id), d.pipeline, d.spec_hash, d.revision, d.status, d.error, _aware(d.created_at)
+        int(d.id), d.pipeline, d.spec_hash, d.revision, d.status, d.error, aware(d.created_at)
     )
 
 
 def _pipeline_control(r: m.PipelineControl) -> PipelineControlRecord:
     bound = None if r.latency_bound_ms is None else float(r.latency_bound_ms)
     share = None if r.share is None else float(r.share)
-    return PipelineControlRecord(r.pipeline, r.scheduler, bound, share, _aware(r.updated_at))
+    return PipelineControlRecord(r.pipeline, r.scheduler, bound, share, aware(r.updated_at))
 
 
 def _adjustment(a: m.Adjustment) -> AdjustmentRecord:
-    return AdjustmentRecord(int(a.id), a.pipeline, a.query, a.kind, a.detail or {}, _aware(a.at))
-
-
-def _archive_state(r: m.ArchiveProgress) -> ArchiveState:
-    return ArchiveState(
-        pipeline=r.pipeline,
-        stream=r.stream,
-        source=r.source,
-        run=r.run,
-        offsets={int(p): int(o) for p, o in (r.offsets or {}).items()},
-        max_ts={int(p): int(t) for p, t in (r.max_ts or {}).items()},
-        next_position=r.next_position,
-        boundary=r.boundary,
-        file_size=r.file_size,
-        file_mtime_ns=r.file_mtime_ns,
-        rows=r.rows,
-        dead_letters=r.dead_letters,
-        updated_at=_aware(r.updated_at),
-    )
+    return AdjustmentRecord(int(a.id), a.pipeline, a.query, a.kind, a.detail or {}, aware(a.at))

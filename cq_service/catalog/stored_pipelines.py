@@ -8,15 +8,13 @@ folder's files (docs/service.md, "Deploying").
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Protocol
+from datetime import datetime
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from cq_service.catalog import models as m
+from cq_service.catalog.statements import Transactions, aware
 
 __all__ = ["StoredPipelineRecord", "StoredPipelines"]
 
@@ -31,15 +29,11 @@ class StoredPipelineRecord:
     updated_at: datetime
 
 
-class _Transactions(Protocol):
-    def _tx(self) -> AbstractContextManager[Session]: ...
-
-
 class StoredPipelines:
     """The catalog's methods for pipelines deployed through the API (mixed into `Catalog`)."""
 
     def store_pipeline(
-        self: _Transactions, pipeline: str, filename: str, text: str, spec_hash: str
+        self: Transactions, pipeline: str, filename: str, text: str, spec_hash: str
     ) -> int:
         """Keep `text` as pipeline `pipeline`'s deployed text; its revision (the same as
         before when the text is unchanged)."""
@@ -55,18 +49,18 @@ class StoredPipelines:
             s.flush()
             return int(row.revision)
 
-    def stored_pipeline(self: _Transactions, pipeline: str) -> StoredPipelineRecord | None:
+    def stored_pipeline(self: Transactions, pipeline: str) -> StoredPipelineRecord | None:
         with self._tx() as s:
             row = s.get(m.StoredPipeline, pipeline)
             return None if row is None else _record(row)
 
-    def stored_pipelines(self: _Transactions) -> list[StoredPipelineRecord]:
+    def stored_pipelines(self: Transactions) -> list[StoredPipelineRecord]:
         """Every pipeline deployed through the API, by name."""
         with self._tx() as s:
             rows = s.scalars(select(m.StoredPipeline).order_by(m.StoredPipeline.pipeline))
             return [_record(r) for r in rows]
 
-    def drop_stored_pipeline(self: _Transactions, pipeline: str) -> bool:
+    def drop_stored_pipeline(self: Transactions, pipeline: str) -> bool:
         """Forget pipeline `pipeline`'s stored text; whether there was one."""
         with self._tx() as s:
             row = s.get(m.StoredPipeline, pipeline)
@@ -79,6 +73,5 @@ class StoredPipelines:
 def _record(row: m.StoredPipeline) -> StoredPipelineRecord:
     return StoredPipelineRecord(
         row.pipeline, row.filename, row.text, row.spec_hash, int(row.revision),
-        # SQLite drops the time zone of stored times: they are UTC.
-        row.updated_at if row.updated_at.tzinfo else row.updated_at.replace(tzinfo=UTC),
+        aware(row.updated_at),
     )

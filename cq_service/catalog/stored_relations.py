@@ -5,29 +5,24 @@ with a pipeline is seen by that pipeline only."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import and_, func, or_, select
-from sqlalchemy.orm import Session
 
 from cq_service.catalog import models as m
 from cq_service.catalog.exceptions import CatalogInputError
 from cq_service.catalog.records import RelationRowRecord
+from cq_service.catalog.statements import Transactions
 from cq_service.catalog.validation import int64_or_none, json_value
 
 __all__ = ["StoredRelations"]
-
-
-class _Transactions(Protocol):
-    def _tx(self) -> AbstractContextManager[Session]: ...
 
 
 class StoredRelations:
     """The catalog's methods for stored relations (mixed into `Catalog`)."""
 
     def insert_relation_rows(
-        self: _Transactions,
+        self: Transactions,
         relation: str,
         rows: Sequence[tuple[int, str | int, Mapping[str, Any]]],
         pipeline: str | None = None,
@@ -42,7 +37,7 @@ class StoredRelations:
         return len(values)
 
     def relation_rows(
-        self: _Transactions,
+        self: Transactions,
         relation: str,
         after_id: int = 0,
         limit: int = 10_000,
@@ -63,7 +58,7 @@ class StoredRelations:
             return [_row(r) for r in s.execute(stmt)]
 
     def relation_rows_by_time(
-        self: _Transactions,
+        self: Transactions,
         relation: str,
         *,
         after_id: int = 0,
@@ -90,7 +85,7 @@ class StoredRelations:
             return [_row(r) for r in s.execute(stmt)]
 
     def last_relation_row_id(
-        self: _Transactions, relation: str, *, pipeline: str | None = None
+        self: Transactions, relation: str, *, pipeline: str | None = None
     ) -> int:
         """The largest row id of the relation (as `pipeline` sees it), 0 if it has none."""
         stmt = select(func.max(m.RelationRow.id)).where(m.RelationRow.relation == relation)
