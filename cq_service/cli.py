@@ -340,6 +340,14 @@ def calibrate(
         typer.echo(f"written to {path}")
 
 
+def _nexmark_commands() -> None:
+    from cq_service.cli_nexmark import produce, topics
+
+    nexmark_app.command("produce")(produce)
+    nexmark_app.command("topics")(topics)
+
+
+_nexmark_commands()
 app.add_typer(nexmark_app, name="nexmark")
 app.add_typer(bench_app, name="bench")
 app.add_typer(linear_road_app, name="linear-road")
@@ -387,6 +395,15 @@ def _service_commands() -> None:
 
 
 _service_commands()
+
+
+def _ui_command() -> None:
+    from cq_service.cli_ui import ui
+
+    app.command("ui")(ui)
+
+
+_ui_command()
 
 
 def _archive_command() -> None:
