@@ -1,6 +1,7 @@
 """The `cq` command (DESIGN §6): validate, explain, run, calibrate here; the other commands are
-mounted from where they live: nexmark and bench (cq_service.bench.cli), catalog and relation
-(cq_service.catalog.cli, docs/catalog.md), serve and deploy (cq_service.service.cli), archive,
+mounted from where they live: nexmark and bench (cq_service.bench.cli; nexmark produce and
+topics from cq_service.cli_nexmark), catalog and relation (cq_service.catalog.cli,
+docs/catalog.md), serve and deploy (cq_service.service.cli), ui (cq_service.cli_ui), archive,
 backfill and spark-submit (cq_service.batch).
 
 Exit status: 0 on success, 2 on invalid input, 1 on failure.

@@ -5,15 +5,15 @@
 from __future__ import annotations
 
 import signal
-import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 
 __all__ = ["produce", "topics"]
 
 
-def _bootstrap_option() -> str:
+def _bootstrap_option() -> Any:
     return typer.Option(
         None,
         "--bootstrap",
@@ -134,6 +134,8 @@ def _create(bootstrap: str, names: list[str], partitions: int) -> list[str]:
     """Create the topics of `names` that are absent; the ones created."""
     from cq_service.bench.kafka_topics import create_topic, topics_present
 
+    if not names:
+        return []
     try:
         present = topics_present(bootstrap)
         missing = [n for n in names if n not in present]
@@ -141,5 +143,5 @@ def _create(bootstrap: str, names: list[str], partitions: int) -> list[str]:
             create_topic(bootstrap, name, partitions)
     except Exception as e:  # the command's boundary: the broker's own words
         typer.echo(f"error: cannot create topics at {bootstrap}: {e}", err=True)
-        sys.exit(1)
+        raise typer.Exit(1) from None
     return missing

@@ -126,3 +126,24 @@ def test_produce_stops_at_the_limit_across_chunks() -> None:
     prices = [json.loads(v)["price"] for v in writer.sent["bid"]]
     assert prices == table["price"].to_pylist()[: rows_before("bid", 25_013)]
     assert writer.flushes >= 1
+
+
+def test_the_commands_refuse_bad_options_before_any_broker() -> None:
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from cq_service.cli import app
+
+    for args, message in (
+        (["--bursts", "5:10:2"], "cannot last longer"),
+        (["--rate", "0"], "rate must be positive"),
+        (["--limit", "-1"], "cannot be negative"),
+    ):
+        result = CliRunner().invoke(
+            app, ["nexmark", "produce", "--bootstrap", "127.0.0.1:1", *args]
+        )
+        assert result.exit_code == 2 and message in result.output, result.output
+    example = Path(__file__).resolve().parents[3] / "pipelines/examples/web-proxy/pipeline.yaml"
+    result = CliRunner().invoke(app, ["nexmark", "topics", str(example), "--bootstrap", "x:1"])
+    assert result.exit_code == 0 and "created: none (of 0 topics)" in result.output
