@@ -141,6 +141,30 @@ services: $(STAMP)
 services-down: $(STAMP)
 	$(PY) -m tests.services down
 
+# Something live to look at: the services, the NEXMark topics, `cq nexmark produce` in the
+# background, pipelines/nexmark/kafka served by `cq serve` (fresh state in .cq/demo-service),
+# and the /ui address. Ctrl-C stops it all. DEMO_SERVICES= uses services already running.
+DEMO_RATE     ?= 1000
+DEMO_PORT     ?= 8080
+DEMO_TOKEN    ?= demo
+DEMO_KAFKA    ?= 127.0.0.1:19092
+DEMO_SERVICES ?= services
+DEMO_STATE    := .cq/demo-service
+.PHONY: demo-service
+demo-service: $(DEMO_SERVICES)
+	@rm -rf $(DEMO_STATE) && mkdir -p $(DEMO_STATE)
+	@export CQ_KAFKA_BOOTSTRAP=$(DEMO_KAFKA) CQ_TOKEN=$(DEMO_TOKEN); \
+	$(CQ) nexmark topics pipelines/nexmark/kafka/nexmark.yaml || exit 1; \
+	pids=; trap 'trap - INT TERM EXIT; kill $$pids 2>/dev/null; wait' INT TERM EXIT; \
+	$(CQ) serve --pipelines pipelines/nexmark/kafka --catalog sqlite:///$(DEMO_STATE)/catalog.db \
+	  --port $(DEMO_PORT) --name demo >$(DEMO_STATE)/worker.log 2>&1 & pids=$$!; \
+	until curl -sf http://127.0.0.1:$(DEMO_PORT)/readyz >/dev/null; do \
+	  kill -0 $$pids 2>/dev/null || { cat $(DEMO_STATE)/worker.log; exit 1; }; sleep 0.5; done; \
+	$(CQ) nexmark produce --rate $(DEMO_RATE) & pids="$$pids $$!"; \
+	echo "web view: http://127.0.0.1:$(DEMO_PORT)/ui/ (API token $(DEMO_TOKEN)); worker log" \
+	  "$(DEMO_STATE)/worker.log; Ctrl-C stops it all"; \
+	wait
+
 # NEXMark q0-q8 on cq, Spark and Flink over a small input: fails if any results disagree
 # (part of `make test`).
 bench-quick: bench-deps

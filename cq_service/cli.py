@@ -1,6 +1,7 @@
 """The `cq` command (DESIGN §6): validate, explain, run, calibrate here; the other commands are
-mounted from where they live: nexmark and bench (cq_service.bench.cli), catalog and relation
-(cq_service.catalog.cli, docs/catalog.md), serve and deploy (cq_service.service.cli), archive,
+mounted from where they live: nexmark and bench (cq_service.bench.cli; nexmark produce and
+topics from cq_service.cli_nexmark), catalog and relation (cq_service.catalog.cli,
+docs/catalog.md), serve and deploy (cq_service.service.cli), ui (cq_service.cli_ui), archive,
 backfill and spark-submit (cq_service.batch).
 
 Exit status: 0 on success, 2 on invalid input, 1 on failure.
@@ -340,6 +341,14 @@ def calibrate(
         typer.echo(f"written to {path}")
 
 
+def _nexmark_commands() -> None:
+    from cq_service.cli_nexmark import produce, topics
+
+    nexmark_app.command("produce")(produce)
+    nexmark_app.command("topics")(topics)
+
+
+_nexmark_commands()
 app.add_typer(nexmark_app, name="nexmark")
 app.add_typer(bench_app, name="bench")
 app.add_typer(linear_road_app, name="linear-road")
@@ -387,6 +396,15 @@ def _service_commands() -> None:
 
 
 _service_commands()
+
+
+def _ui_command() -> None:
+    from cq_service.cli_ui import ui
+
+    app.command("ui")(ui)
+
+
+_ui_command()
 
 
 def _archive_command() -> None:

@@ -5,6 +5,7 @@ cq_service.cli."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import typer
@@ -42,13 +43,28 @@ def nexmark_generate(
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks against other engines.")
 
 
+_QUIET = [False]
+
+
 @bench_app.callback()
-def bench_setup() -> None:
+def bench_setup(
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no status line (shown only when "
+                               "stderr is a terminal): `cq bench --quiet kafka …`"),
+) -> None:
     """Compile the package's bytecode first: the processes a benchmark times start as an
-    installed package would (bench/bytecode.py)."""
+    installed package would (bench/bytecode.py). On a terminal, a status line shows which
+    query and engine the benchmark is on."""
     from cq_service.bench.bytecode import compile_package
 
+    _QUIET[0] = quiet
     compile_package()
+
+
+def _steps(title: str):
+    """A benchmark's step messages: to stderr, and into a status line on a terminal."""
+    from cq_service.progress import bench_steps
+
+    return bench_steps(title, quiet=_QUIET[0])
 
 
 @bench_app.command("nexmark")
@@ -73,6 +89,7 @@ def bench_nexmark(
     import datetime
     import platform
 
+    from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from cq_service.bench.nexmark import measure_latency, run_benchmark, save
@@ -114,7 +131,8 @@ def bench_nexmark(
     steps = 1 + len(qs) * (len(es) * repeat + 1 + (1 if latency_seconds > 0 else 0))
     with Progress(
         TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(), transient=False,
+        TimeElapsedColumn(), transient=False, disable=_QUIET[0] or not sys.stderr.isatty(),
+        console=Console(stderr=True),
     ) as bar:
         task = bar.add_task("NEXMark", total=steps)
         first = [True]
@@ -418,8 +436,9 @@ def bench_spark_runner(
 
     if quick:
         events, repeat, queries = 20_000, 1, "q1,q7"
-    rows = spark_runner.run(bootstrap, events, repeat, tuple(queries.split(",")), batch,
-                            master, say=lambda m: typer.echo(m, err=True))
+    with _steps("cq bench spark-runner") as say:
+        rows = spark_runner.run(bootstrap, events, repeat, tuple(queries.split(",")), batch,
+                                master, say=say)
     report = spark_runner.text(rows, repeat, batch, master or "local[2]")
     out.mkdir(parents=True, exist_ok=True)
     if not quick:
@@ -552,12 +571,12 @@ def bench_kafka(
     }
     folder = out / "quick" if quick else out
     try:
-        rows = run_benchmark(
-            bootstrap=bootstrap, events=events, seed=seed, queries=qs, engines=es,
-            repeat=repeat, work=work, say=lambda s: typer.echo(s, err=True),
-            on_row=lambda done: save(done, folder, meta), latency=latency,
-            grace=latency_grace,
-        )
+        with _steps("cq bench kafka") as say:
+            rows = run_benchmark(
+                bootstrap=bootstrap, events=events, seed=seed, queries=qs, engines=es,
+                repeat=repeat, work=work, say=say, on_row=lambda done: save(done, folder, meta),
+                latency=latency, grace=latency_grace,
+            )
     except RuntimeError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(1) from None

@@ -34,8 +34,7 @@ def test_the_display_follows_sources_and_queries(tmp_path: Path) -> None:
         shown.update(executor)
         steps.append([getattr(s.reader, "progress", lambda: None)() for s in executor.sources])
 
-    report = run_pipeline(load_and_compile(_example(tmp_path)), after_step=after_step,
-                          batch_rows=8)
+    report = run_pipeline(load_and_compile(_example(tmp_path)), after_step=after_step, batch_rows=8)
     shown.update(report.executor, force=True)
     shown.close()
     text = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", out.getvalue())
@@ -57,3 +56,22 @@ def test_no_display_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
         result = CliRunner().invoke(app, args)
         assert result.exit_code == 0, result.output
         assert "source Requests" not in result.output and "━" not in result.output
+
+
+def test_the_bench_status_line_names_the_step(capsys) -> None:
+    from cq_service.progress import BenchStatus, bench_steps
+
+    out = io.StringIO()
+    status = BenchStatus("cq bench kafka", Console(file=out, force_terminal=True, width=120))
+    status.say("generating 50,000 events (seed 0)")
+    status.say("nexmark-q5 on spark (1/3)")
+    status._progress.refresh()
+    shown = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", out.getvalue())
+    status.close()
+    assert "cq bench kafka: nexmark-q5 on spark (1/3)" in shown  # the status line
+    assert "generating 50,000 events (seed 0)\n" in shown  # the steps stay above it
+    # not a terminal (pytest's stderr), or quiet: the messages only, on stderr
+    for quiet in (False, True):
+        with bench_steps("cq bench kafka", quiet=quiet) as say:
+            say("q1 on cq (1/1)")
+        assert capsys.readouterr().err == "q1 on cq (1/1)\n"
