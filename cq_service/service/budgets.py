@@ -280,7 +280,7 @@ class BudgetKeeper:
             f"{human_bytes(budget.target)} allowed"
             if not fits_now
             else f"budget: room to grow ({used} of {human_bytes(budget.target)})"
-        )
+        ) + f"; {human_bytes(decision.total.memory)} estimated at the new settings"
         for key in self._apply(pipeline, queries, current, keep, decision, why):
             sizes = [s for s, _ in current[key].values()]
             sizes += [s for s, _ in decision.settings[key].values()]
