@@ -8,13 +8,14 @@ With ``CQ_UI_SCREENSHOTS=DIR`` the tests also save the screenshots shown in the 
 from __future__ import annotations
 
 import json
+import re
 import urllib.error
 import urllib.request
 
 from playwright.sync_api import Locator, Page, expect
 
 from tests.browser.conftest import TOKEN, Served
-from tests.browser.test_ui import DEADLINE_MS, _shot
+from tests.browser.test_ui import DEADLINE_MS, _get, _shot
 
 
 def _open(page: Page, served: Served) -> None:
@@ -102,3 +103,39 @@ def test_invalid_values_show_the_apis_message(page: Page, served: Served) -> Non
     )
     after = served.worker.catalog.query("shop", "per_auction")
     assert (after.qos, after.memory_budget) == (before.qos, before.memory_budget)
+
+
+def test_results_arrive_in_the_page(page: Page, served: Served) -> None:
+    _open(page, served)
+    page.get_by_label("Follow the results of").select_option("per_auction")
+    results = page.locator("#results-list li")
+    expect(results.first).to_contain_text('"auction"', timeout=DEADLINE_MS)
+    first = int(page.locator("#results-list").get_attribute("data-received") or 0)
+    page.wait_for_function(
+        f"Number(document.querySelector('#results-list').dataset.received) > {first}",
+        timeout=DEADLINE_MS,
+    )
+    line = json.loads(results.first.text_content() or "")
+    assert "auction" in line and "n" in line, line
+    expect(page.locator("#results-status")).to_contain_text("results of per_auction received")
+    # the source's late and dead-lettered counts, from the live feed
+    source = page.locator("#bad-input tbody tr")
+    expect(source).to_have_count(1, timeout=DEADLINE_MS)
+    expect(source.locator(".late")).to_have_text("0")
+
+
+def test_deployment_history_shows_errors_at_their_position(page: Page, served: Served) -> None:
+    listed = _get(served.url + "/pipelines")["pipelines"]
+    name = next(p["name"] for p in listed if p.get("rejected"))  # the file's stem: it never loaded
+    page.goto(served.url + "/ui")
+    page.get_by_role("button", name=name, exact=True).click()
+    rejected = page.locator("#deployments tr[data-status=rejected]")
+    expect(rejected).to_have_count(1, timeout=DEADLINE_MS)
+    [logged] = served.worker.catalog.deployments(name)
+    assert logged.error and re.search(r"bad/pipeline\.yaml:\d+:\d+: ", logged.error), logged
+    expect(rejected.locator("pre.errors")).to_have_text(logged.error)
+    page.get_by_role("button", name="shop", exact=True).click()
+    expect(page.locator("#deployments tr[data-status=applied]")).to_have_count(
+        1, timeout=DEADLINE_MS
+    )
+    _shot(page, "results.png")
