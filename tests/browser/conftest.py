@@ -68,6 +68,23 @@ queries:
     qos: {window: [1000, 60000]}
 """
 
+# A file with two malformed records among good ones: dead-lettered, with their reasons.
+MESSY = """\
+version: 1
+name: messy
+time_unit: ms
+streams:
+  Requests:
+    schema: {client_id: int}
+    timestamp: ts
+    source: {type: file, path: data/requests.csv, format: csv}
+queries:
+  clients:
+    cql: SELECT Istream(client_id) FROM Requests [Range 10 Seconds]
+    sink: {type: file, path: out/clients.jsonl, format: jsonl}
+"""
+MESSY_CSV = "ts,client_id\n1,1\n2,oops\n3,3\nlater,4\n5,5\n"
+
 # A pipeline whose query does not parse: rejected with FILE:LINE:COL.
 BAD = """\
 version: 1
@@ -100,10 +117,11 @@ def served(tmp_path: Path) -> Iterator[Served]:
     folder = tmp_path / "p"
     shop = SHOP.replace("SEED", str(next(_SEEDS)))
     tight = TIGHT.replace("SEED", str(next(_SEEDS)))
-    for name, text in (("shop", shop), ("bad", BAD), ("tight", tight)):
+    for name, text in (("shop", shop), ("bad", BAD), ("tight", tight), ("messy", MESSY)):
         (folder / name / "data").mkdir(parents=True)
         (folder / name / "pipeline.yaml").write_text(textwrap.dedent(text))
-        (folder / name / "data" / "requests.csv").write_text("ts,client_id\n")
+        csv = MESSY_CSV if name == "messy" else "ts,client_id\n"
+        (folder / name / "data" / "requests.csv").write_text(csv)
     catalog = Catalog(f"sqlite:///{tmp_path / 'catalog.db'}")
     catalog.upgrade()
     config = ServiceConfig(

@@ -139,3 +139,17 @@ def test_deployment_history_shows_errors_at_their_position(page: Page, served: S
         1, timeout=DEADLINE_MS
     )
     _shot(page, "results.png")
+
+
+def test_dead_letters_counted_with_samples(page: Page, served: Served) -> None:
+    page.goto(served.url + "/ui")
+    page.get_by_role("button", name="messy", exact=True).click()
+    source = page.locator("#bad-input tbody tr")
+    expect(source.locator(".dead")).to_have_text("2", timeout=DEADLINE_MS)
+    samples = source.locator("ul.samples li")
+    expect(samples).to_have_count(2)
+    for text in samples.all_text_contents():
+        entry = json.loads(text)
+        assert entry["source"] == "Requests" and entry["reason"], entry
+    expect(samples.first).to_contain_text("later")  # the newest first
+    expect(source.locator(".late")).to_have_text("0")

@@ -75,6 +75,7 @@ export interface Stats {
   filter_order?: string | null;
   late?: number;
   dead_lettered?: number;
+  dead_letter_samples?: string[];
 }
 
 export interface GraphNode {

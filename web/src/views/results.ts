@@ -1,5 +1,6 @@
 // A query's last results as they arrive (GET /queries/{pipeline}/{query}/results, server-sent
-// events), and the late and dead-lettered counts of the pipeline's sources from the live feed.
+// events), and the late and dead-lettered counts of the pipeline's sources with the newest
+// dead-letter entries, from the live feed.
 import { results, type Feed, type Pipeline } from "../api";
 import { $, el } from "../dom";
 
@@ -60,6 +61,11 @@ export class ResultsView {
   }
 }
 
+function samples(lines: string[]): Node {
+  if (!lines.length) return document.createTextNode("-");
+  return el("ul", { className: "samples mono" }, ...lines.slice().reverse().map((l) => el("li", { textContent: l })));
+}
+
 /** Late and dead-lettered rows per source, from a message of the live feed. */
 export function renderBadInput(feed: Feed): void {
   const body = $<HTMLTableSectionElement>("#bad-input tbody");
@@ -73,6 +79,7 @@ export function renderBadInput(feed: Feed): void {
           el("th", { scope: "row", textContent: n.label }),
           el("td", { className: "late", textContent: String(n.stats.late ?? 0) }),
           el("td", { className: "dead", textContent: String(n.stats.dead_lettered ?? 0) }),
+          el("td", {}, samples(n.stats.dead_letter_samples ?? [])),
         );
         row.dataset.node = n.id;
         return row;
