@@ -14,7 +14,7 @@ import urllib.request
 from playwright.sync_api import Page, expect
 
 from tests.browser.conftest import TOKEN, Served
-from tests.browser.test_ui import DEADLINE_MS, _shot
+from tests.browser.test_ui import DEADLINE_MS, SHOTS, _shot
 
 
 def _open(page: Page, served: Served, pipeline: str) -> None:
@@ -62,6 +62,11 @@ def test_budget_pressure_shows_in_the_timeline(page: Page, served: Served) -> No
     logged = served.worker.catalog.adjustments("tight")
     assert any(a.kind == "window" and a.detail["old"] == 60000 for a in logged), logged
     expect(page.locator("#memory-numbers")).to_contain_text("budget 128.0 KiB")
+    if SHOTS:  # a chart with some history
+        page.wait_for_function(
+            "Number(document.querySelector('#memory-chart').dataset.points) >= 40",
+            timeout=DEADLINE_MS,
+        )
     _shot(page, "memory.png")
 
     # A query added that cannot fit even with every window at its minimum: rejected.

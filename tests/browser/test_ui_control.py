@@ -118,6 +118,7 @@ def test_results_arrive_in_the_page(page: Page, served: Served) -> None:
     line = json.loads(results.first.text_content() or "")
     assert "auction" in line and "n" in line, line
     expect(page.locator("#results-status")).to_contain_text("results of per_auction received")
+    _shot(page, "results.png")
     # the source's late and dead-lettered counts, from the live feed
     source = page.locator("#bad-input tbody tr")
     expect(source).to_have_count(1, timeout=DEADLINE_MS)
@@ -134,11 +135,11 @@ def test_deployment_history_shows_errors_at_their_position(page: Page, served: S
     [logged] = served.worker.catalog.deployments(name)
     assert logged.error and re.search(r"bad/pipeline\.yaml:\d+:\d+: ", logged.error), logged
     expect(rejected.locator("pre.errors")).to_have_text(logged.error)
+    _shot(page, "deployments.png")
     page.get_by_role("button", name="shop", exact=True).click()
     expect(page.locator("#deployments tr[data-status=applied]")).to_have_count(
         1, timeout=DEADLINE_MS
     )
-    _shot(page, "results.png")
 
 
 def test_dead_letters_counted_with_samples(page: Page, served: Served) -> None:
