@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections import deque
 from collections.abc import Iterable
 from typing import Any, BinaryIO
 
@@ -30,6 +31,8 @@ from cq_service.spec.model import SinkSpec
 
 __all__ = ["DeadLetterSink"]
 
+RECENT = 5  # the newest entries kept in memory as samples (the worker's web view shows them)
+
 
 class DeadLetterSink:
     """Writes `DeadRecord`s and `LateElement`s as JSON lines (file, stdout, blackhole or
@@ -38,6 +41,7 @@ class DeadLetterSink:
     def __init__(self, spec: SinkSpec):
         self.spec = spec
         self._count = 0
+        self.recent: deque[str] = deque(maxlen=RECENT)  # the newest entries, JSON text
         self._file: BinaryIO | None = None
         self._kafka: KafkaWriter | None = None
         self._closed = False
@@ -111,6 +115,7 @@ class DeadLetterSink:
             for line in lines:
                 self._kafka.send(self.spec.options["topic"], line[:-1].encode("utf-8"))
         self._count += len(lines)
+        self.recent.extend(line[:-1] for line in lines[-RECENT:])
         return len(lines)
 
     def flush(self) -> None:

@@ -20,7 +20,7 @@ import queue
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Header, HTTPException, Request
+from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi import Path as InPath
 from fastapi.responses import (
     JSONResponse,
@@ -198,6 +198,23 @@ def make_app(worker: Worker) -> FastAPI:
             )
         except CatalogInputError as e:
             raise HTTPException(422, str(e)) from None
+
+    @app.get("/pipelines/{name}/deployments", response_model=list[Record], responses=_READ)
+    def pipeline_deployments(name: PipelineName) -> list[dict[str, Any]]:
+        """The pipeline's deployment log, oldest first (a rejected file's `error` is
+        ``FILE:LINE:COL: message``)."""
+        return call(lambda: w.pipeline_deployments(worker, name))
+
+    @app.get("/pipelines/{name}/adjustments", response_model=list[Record],
+             responses=_errors(404, 422, 503))  # 422: a `limit` out of range
+    def pipeline_adjustments(
+        name: PipelineName, limit: Annotated[int, Query(ge=1, le=10_000)] = 200
+    ) -> list[dict[str, Any]]:
+        """The newest `limit` entries of the pipeline's adjustments log, oldest first: the
+        resource manager's window, granularity and shedding changes (detail `reason`: the
+        estimate before and after, and the budget), those made through the API, scheduler
+        changes, and admission control's rejections (kind `rejected`, with the reason)."""
+        return call(lambda: w.pipeline_adjustments(worker, name, limit))
 
     @app.post("/pipelines", dependencies=[Depends(authorized)], response_model=Deployed,
               responses={**_errors(400, 401, 403, 413, 503),

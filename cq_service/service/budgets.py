@@ -275,12 +275,17 @@ class BudgetKeeper:
         if fits_now and not (room and finer):
             return
         used = human_bytes(state.estimated.memory)
+        # as the next round will estimate it: at the new settings, what the windows hold now
+        # and what is queued included (the same terms as `used`)
+        after = sum(
+            (q.cost(decision.settings[q.key], decision.keep[q.key]) for q in queries), queued
+        ).memory
         why = (
             f"budget: {used} estimated at the settings in force, "
             f"{human_bytes(budget.target)} allowed"
             if not fits_now
             else f"budget: room to grow ({used} of {human_bytes(budget.target)})"
-        )
+        ) + f"; {human_bytes(after)} estimated at the new settings"
         for key in self._apply(pipeline, queries, current, keep, decision, why):
             sizes = [s for s, _ in current[key].values()]
             sizes += [s for s, _ in decision.settings[key].values()]

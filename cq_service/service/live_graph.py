@@ -4,7 +4,8 @@ draws (``GET /pipelines/{name}/events``, docs/service.md).
 Nodes are the plan's sources, operators (with their synopses), the queues between them and the
 sinks; edges follow the data. Each node carries the queries it serves and its numbers now:
 rows in and out, rows per second and selectivity over the interval since the previous
-snapshot, queued rows, memory, the current window and filter order. Queries deployed at
+snapshot, queued rows, memory, the current window and filter order; a source also its late
+and dead-lettered counts and the newest dead-letter entries as samples. Queries deployed at
 different times run in different groups (engine/live.py): each group is drawn on its own,
 with ids prefixed ``gK.``.
 """
@@ -104,6 +105,12 @@ class LiveGraph:
                 if source is not None:
                     stats["late"] = source.late_count
                     stats["dead_lettered"] = source.malformed_count
+                running = self.worker.sources.get(keys.get(n.op.name, ""))
+                # the newest dead-letter entries (malformed records, late elements when the
+                # stream's late policy is dead_letter), JSON text each
+                stats["dead_letter_samples"] = (
+                    [] if running is None else list(running.dead_letter.recent)
+                )
                 kind = "source"
             else:
                 stats = self._stats(nid, op, now)

@@ -38,7 +38,9 @@ __all__ = [
     "explain_pipeline",
     "live_feed",
     "metrics_snapshot",
+    "pipeline_adjustments",
     "pipeline_control",
+    "pipeline_deployments",
     "query_adjustments",
     "query_status",
     "set_pipeline_control",
@@ -328,6 +330,25 @@ def query_adjustments(worker: Worker, pipeline: str, name: str) -> list[dict[str
     if worker.catalog.query(pipeline, name) is None:
         raise KeyError(f"{pipeline}/{name}")
     return [_record_json(r) for r in worker.catalog.adjustments(pipeline, query=name)]
+
+
+def pipeline_deployments(worker: Worker, pipeline: str) -> list[dict[str, Any]]:
+    """The pipeline's deployment log, oldest first (a rejected file's `error`:
+    ``FILE:LINE:COL: message``)."""
+    found = worker.catalog.deployments(pipeline)
+    if not found:
+        _check_known(worker, pipeline)
+    return [_record_json(d) for d in found]
+
+
+def pipeline_adjustments(worker: Worker, pipeline: str, limit: int) -> list[dict[str, Any]]:
+    """The newest `limit` entries of the pipeline's adjustments log, oldest first: window and
+    granularity changes, shedding, scheduler changes and admission control's rejections, each
+    with its reason."""
+    found = worker.catalog.adjustments(pipeline, limit=limit)
+    if not found:
+        _check_known(worker, pipeline)
+    return [_record_json(r) for r in found]
 
 
 def _check_known(worker: Worker, pipeline: str) -> None:

@@ -47,6 +47,44 @@ queries:
     sink: {type: file, path: out/high_bids.jsonl, format: jsonl}
 """
 
+# A query whose window holds more than its deployment's budget allows: the resource manager
+# (every second here) narrows the window inside its QoS range, and sheds once at the minimum.
+TIGHT = """\
+version: 1
+name: tight
+time_unit: ms
+resources: {memory_budget: 128 KiB}
+streams:
+  Bid:
+    schema: {auction: int, bidder: int, price: int, channel: string, url: string,
+             dateTime: timestamp, extra: string}
+    timestamp: dateTime
+    source: {type: generator, generator: nexmark, table: bid, events: 200000, seed: SEED,
+             pace: 400}
+queries:
+  recent:
+    cql: SELECT auction, bidder, price FROM Bid [Range 60 Seconds]
+    sink: {type: file, path: out/recent.jsonl, format: jsonl}
+    qos: {window: [1000, 60000]}
+"""
+
+# A file with two malformed records among good ones: dead-lettered, with their reasons.
+MESSY = """\
+version: 1
+name: messy
+time_unit: ms
+streams:
+  Requests:
+    schema: {client_id: int}
+    timestamp: ts
+    source: {type: file, path: data/requests.csv, format: csv}
+queries:
+  clients:
+    cql: SELECT Istream(client_id) FROM Requests [Range 10 Seconds]
+    sink: {type: file, path: out/clients.jsonl, format: jsonl}
+"""
+MESSY_CSV = "ts,client_id\n1,1\n2,oops\n3,3\nlater,4\n5,5\n"
+
 # A pipeline whose query does not parse: rejected with FILE:LINE:COL.
 BAD = """\
 version: 1
@@ -78,10 +116,12 @@ class Served:
 def served(tmp_path: Path) -> Iterator[Served]:
     folder = tmp_path / "p"
     shop = SHOP.replace("SEED", str(next(_SEEDS)))
-    for name, text in (("shop", shop), ("bad", BAD)):
+    tight = TIGHT.replace("SEED", str(next(_SEEDS)))
+    for name, text in (("shop", shop), ("bad", BAD), ("tight", tight), ("messy", MESSY)):
         (folder / name / "data").mkdir(parents=True)
         (folder / name / "pipeline.yaml").write_text(textwrap.dedent(text))
-        (folder / name / "data" / "requests.csv").write_text("ts,client_id\n")
+        csv = MESSY_CSV if name == "messy" else "ts,client_id\n"
+        (folder / name / "data" / "requests.csv").write_text(csv)
     catalog = Catalog(f"sqlite:///{tmp_path / 'catalog.db'}")
     catalog.upgrade()
     config = ServiceConfig(
@@ -91,6 +131,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
         token=TOKEN,
         checkpoint_interval=0.5,
         reconcile_interval=3600,
+        manage_interval=1.0,
     )
     worker = Worker(config, catalog)
     with serving_http(worker) as url:

@@ -5,8 +5,54 @@ export interface Query {
   name: string;
   weight: number;
   active: boolean;
+  memory_budget: number | null;
+  qos: Record<string, number[]> | null;
+  status?: string;
+  error?: string | null;
   running?: boolean;
   results?: number;
+}
+
+/** A query's control table as the API changes it (PATCH: the fields given). */
+export interface Control {
+  weight?: number;
+  active?: boolean;
+  memory_budget?: number;
+  qos?: Record<string, number[]>;
+}
+
+/** The resource manager's view of a deployment with a budget (service/budgets.py). */
+export interface BudgetState {
+  memory_budget: number | null;
+  reserve?: number;
+  estimated_bytes?: number;
+  measured_bytes?: number;
+  sampled_bytes?: number;
+  peak_bytes?: number;
+  samples?: number;
+  samples_over_budget?: number;
+  shedding?: Record<string, number>;
+}
+
+/** An entry of the adjustments log (kind window, granularity, shed, scheduler, rejected). */
+export interface Adjustment {
+  id: number;
+  pipeline: string;
+  query: string | null;
+  kind: string;
+  detail: Record<string, unknown>;
+  at: string;
+}
+
+/** An entry of the deployment log (a rejected file's error: FILE:LINE:COL: message). */
+export interface Deployment {
+  id: number;
+  pipeline: string;
+  spec_hash: string;
+  revision: string | null;
+  status: string;
+  error: string | null;
+  created_at: string;
 }
 
 export interface Pipeline {
@@ -15,7 +61,7 @@ export interface Pipeline {
   queries: Record<string, Query>;
   rejected?: { file: string; errors: unknown[] };
   last_deployment?: { status?: string } | null;
-  budget?: { memory_budget: number | null; measured_bytes?: number | null } | null;
+  budget?: BudgetState | null;
 }
 
 export interface Stats {
@@ -29,6 +75,7 @@ export interface Stats {
   filter_order?: string | null;
   late?: number;
   dead_lettered?: number;
+  dead_letter_samples?: string[];
 }
 
 export interface GraphNode {
@@ -45,7 +92,7 @@ export interface Feed {
   nodes: GraphNode[];
   edges: { from: string; to: string }[];
   memory: number;
-  budget: { memory_budget: number | null } | null;
+  budget: BudgetState | null;
 }
 
 /** An answer that is not 2xx: the status and the API's message. */
@@ -79,15 +126,29 @@ export async function pipelines(): Promise<Pipeline[]> {
   return (await answer<{ pipelines: Pipeline[] }>(r)).pipelines;
 }
 
-export async function setWeight(pipeline: string, query: string, weight: number, token: string): Promise<Query> {
-  const r = await fetch(url(`/queries/${encodeURIComponent(pipeline)}/${encodeURIComponent(query)}/control`), {
+const q = encodeURIComponent;
+
+export async function setControl(pipeline: string, query: string, fields: Control, token: string): Promise<Query> {
+  const r = await fetch(url(`/queries/${q(pipeline)}/${q(query)}/control`), {
     method: "PATCH",
     headers: { "Content-Type": "application/json", Authorization: `Bearer ${token}` },
-    body: JSON.stringify({ weight }),
+    body: JSON.stringify(fields),
   });
   return answer<Query>(r);
 }
 
+export async function adjustments(pipeline: string): Promise<Adjustment[]> {
+  return answer<Adjustment[]>(await fetch(url(`/pipelines/${q(pipeline)}/adjustments?limit=100`)));
+}
+
+export async function deployments(pipeline: string): Promise<Deployment[]> {
+  return answer<Deployment[]>(await fetch(url(`/pipelines/${q(pipeline)}/deployments`)));
+}
+
 export function events(pipeline: string): EventSource {
-  return new EventSource(url(`/pipelines/${encodeURIComponent(pipeline)}/events`));
+  return new EventSource(url(`/pipelines/${q(pipeline)}/events`));
+}
+
+export function results(pipeline: string, query: string): EventSource {
+  return new EventSource(url(`/queries/${q(pipeline)}/${q(query)}/results`));
 }

@@ -62,6 +62,15 @@ def test_dead_records_from_a_source_round_trip(tmp_path, write, stream):
     }
 
 
+def test_the_newest_entries_are_kept_as_samples():
+    sink = DeadLetterSink(SinkSpec("blackhole"))
+    assert list(sink.recent) == []
+    sink.write([DeadRecord("S", "/d/s.csv", k, f"bad {k}", str(k)) for k in range(7)])
+    sink.write([DeadRecord("S", "/d/s.csv", 7, "bad 7", "7")])
+    assert [json.loads(line)["record"] for line in sink.recent] == [3, 4, 5, 6, 7]
+    assert sink.count == 8
+
+
 def test_stdout_and_blackhole(capsys):
     record = DeadRecord("S", "f", 1, "r", "raw")
     with DeadLetterSink(SinkSpec("stdout")) as sink:

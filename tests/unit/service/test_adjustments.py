@@ -114,6 +114,21 @@ def test_api_changes_mid_run_are_logged_and_cq_run_replays_them_exactly(
     assert [(r["kind"], r["detail"]["new"], r["detail"]["reason"]) for r in log] == [
         ("window", 800, "api"), ("granularity", 100, "api")
     ]
+    # the pipeline's whole log (the web view's timeline), the newest `limit`, its deployments
+    def get(path: str, **params: int) -> object:
+        return request_while_stepping(worker, lambda: client.get(path, params=params))
+
+    whole = get(f"/pipelines/{NAME}/adjustments").json()
+    assert [(r["query"], r["kind"]) for r in whole] == [
+        ("per_page", "window"), ("per_page", "granularity")
+    ]
+    newest = get(f"/pipelines/{NAME}/adjustments", limit=1).json()
+    assert [r["kind"] for r in newest] == ["granularity"]
+    assert get(f"/pipelines/{NAME}/adjustments", limit=0).status_code == 422
+    assert get("/pipelines/nope/adjustments").status_code == 404
+    deployed = get(f"/pipelines/{NAME}/deployments").json()
+    assert [d["status"] for d in deployed] == ["applied"] and deployed[0]["error"] is None
+    assert get("/pipelines/nope/deployments").status_code == 404
     text = render_metrics(w.metrics_snapshot(worker)).decode()
     labels = 'pipeline="clicks",query="per_page",window="C"'
     assert re.search(rf"cq_window_size\{{{labels}\}} 800\.0", text)

@@ -7,6 +7,9 @@ export class PlanView {
   private feed: EventSource | null = null;
   private readonly graph = new PlanGraph($<SVGSVGElement>("#graph"));
 
+  /** `listen` hears every message of the feed (the memory chart, the input counts). */
+  constructor(private readonly listen: (feed: Feed) => void = () => {}) {}
+
   show(name: string): void {
     this.feed?.close();
     const summary = $<HTMLElement>("#plan-summary");
@@ -17,6 +20,7 @@ export class PlanView {
     feed.onmessage = (m) => {
       const data = JSON.parse(m.data) as Feed;
       this.graph.update(data);
+      this.listen(data);
       const budget = data.budget?.memory_budget;
       const operators = data.nodes.filter((n) => n.kind === "operator" || n.kind === "source").length;
       const sinks = data.nodes.filter((n) => n.kind === "sink").length;
