@@ -16,17 +16,23 @@ keys of both sides' insertions in arrival order and reads `k` before each collec
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
+
+from cq_service.cql import logical as L
+from cq_service.spec.model import ConstraintSpec
 
 __all__ = [
     "KINDS",
     "Adherence",
     "AdherenceFactory",
+    "Declared",
     "FixedAdherence",
     "JoinConstraint",
     "adherence_for",
+    "declared",
+    "join_constraint",
 ]
 
 # The constraint kinds a binary join exploits (CA and OA are declared on streams and checked by
@@ -106,3 +112,67 @@ def adherence_for(c: JoinConstraint, factory: AdherenceFactory | None) -> Adhere
     if factory is None:
         return FixedAdherence(math.inf)
     return factory(c)
+
+
+Declared = Mapping[str, tuple[ConstraintSpec, ...]]
+"""The constraints a pipeline declares, by the lower-cased name of the stream or view."""
+
+
+def declared(streams: Mapping[str, object], queries: Mapping[str, object]) -> Declared:
+    """The `constraints` of a pipeline's streams and queries (spec.model's StreamSpec and
+    QuerySpec), by lower-cased name; those without any left out."""
+    out: dict[str, tuple[ConstraintSpec, ...]] = {}
+    for name, s in [*streams.items(), *queries.items()]:
+        cs = getattr(s, "constraints", ())
+        if cs:
+            out[name.lower()] = cs
+    return out
+
+
+def origin(op: L.LogicalOp, index: int) -> tuple[str, str] | None:
+    """The stream or view, and its column, that column `index` of `op` is, unchanged, through
+    windows, selections and projections; None when it is computed or the input is not a stream
+    (a stream's arrivals are what a constraint counts)."""
+    while True:
+        if isinstance(op, L.WindowOp | L.Filter):
+            op = op.input
+        elif isinstance(op, L.Project):
+            e = op.exprs[index]
+            if not isinstance(e, L.ColRef):
+                return None
+            op, index = op.input, e.index
+        elif isinstance(op, L.Source):
+            return None if op.is_relation else (op.name, op.schema[index].name)
+        elif isinstance(op, L.View):
+            return (op.name, op.fields[index].name) if op.is_stream else None
+        else:
+            return None
+
+
+def join_constraint(
+    op: L.Join, constraints: Declared
+) -> tuple[JoinConstraint, ConstraintSpec] | None:
+    """The RIDS constraint a two-way join may use: one declared on a stream read by one side,
+    on a column it is joined by, referencing the column the other side's stream is joined by
+    there; with it, the declaration it came from. None when there is none."""
+    if not constraints:
+        return None
+    for lk, rk in zip(op.left_keys, op.right_keys):
+        if not (isinstance(lk, L.ColRef) and isinstance(rk, L.ColRef)):
+            continue
+        ends = (origin(op.left, lk.index), origin(op.right, rk.index))
+        if ends[0] is None or ends[1] is None:
+            continue
+        for many in (0, 1):
+            (stream, column), (other, other_column) = ends[many], ends[1 - many]
+            for c in constraints.get(stream.lower(), ()):
+                if (
+                    c.kind == "rids"
+                    and c.references is not None
+                    and c.attribute.lower() == column.lower()
+                    and c.references[0].lower() == other.lower()
+                    and c.references[1].lower() == other_column.lower()
+                ):
+                    label = f"{stream}.{column} -> {other}.{other_column}"
+                    return JoinConstraint("rids", many, c.k, label), c
+    return None
