@@ -51,7 +51,7 @@ def rids_streams(
     return events
 
 
-def run(events, constraint, windows, per_instant):
+def run(events, constraint, windows, per_instant, adherence=None):
     """Feeds the events through a Join ([Rows n] windows as retractions of the oldest rows,
     `per_instant` events an instant); returns (elements, peak rows, join)."""
     queues = [Queue("l"), Queue("r")]
@@ -65,6 +65,7 @@ def run(events, constraint, windows, per_instant):
         (ColRef(0, INT),),
         None,
         constraint=constraint,
+        adherence=adherence,
     )
     op.out_types = TYPES + TYPES
     live: list[deque] = [deque(), deque()]

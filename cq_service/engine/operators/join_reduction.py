@@ -2,8 +2,9 @@
 
 On a many-one join S' → S under RIDS(k), an S' row whose S partner is not present once k
 insertions on S have followed it is in *No*: it never joins. `RidsReduction` keeps the S' rows
-that had no partner when they came (the *Unknown* part) in arrival order, tagged with the count
-of S insertions at the end of their step (later than their arrival, so never early), and at
+that had no partner at the end of their step (the *Unknown* part) in arrival order, tagged with
+the count of S insertions up to their instant (those at the same instant counted as before
+them, so a row is never dropped early), and at
 each step drops from the S' synopsis those whose k has run out and whose partner is still
 absent (garbage collection).
 
@@ -158,8 +159,11 @@ class RidsReduction:
         """After the step added the deltas: counts the one side's insertions, files the many
         side's new rows that have no partner, and collects."""
         one = deltas[self.one]
+        before = self.one_arrivals
+        one_ts = np.empty(0, np.int64)
         if one is not None:
-            self.one_arrivals += int(np.count_nonzero(one.w > 0))
+            one_ts = one.ts[one.w > 0]
+            self.one_arrivals += len(one_ts)
         many, mk, mka = deltas[self.many], keys[self.many], key_arrays[self.many]
         if many is not None and mk is not None and mka is not None:
             ins = np.flatnonzero(many.w == 1)
@@ -168,8 +172,9 @@ class RidsReduction:
                 alone = ins[~present]
                 if len(alone):
                     hashes = row_hash([c.take(pa.array(alone)) for c in many.columns]).tolist()
-                    tag = self.one_arrivals
-                    for i, h in zip(alone.tolist(), hashes):
+                    # the one side's insertions up to the row's instant count as before it
+                    tags = (before + np.searchsorted(one_ts, many.ts[alone], side="right")).tolist()
+                    for i, h, tag in zip(alone.tolist(), hashes, tags):
                         key = mk[i]
                         if key is None:
                             continue  # a NULL key never joins: the plain join keeps it too
