@@ -102,8 +102,8 @@ def explain_constraints(spec: PipelineSpec, nodes: Sequence[object]) -> list[str
     if not d:
         return []
     lines = ["k-constraints:"]
-    for owner, constraints in d.items():
-        for c in constraints:
+    for owner, entity in [*spec.streams.items(), *spec.queries.items()]:
+        for c in entity.constraints:
             lines.append(f"  {owner}: {c.describe()}")
     for node_id, _, desc in _uses(spec, nodes):
         lines.append(f"  #{node_id} join drops state by {desc}")
