@@ -170,15 +170,6 @@ class Join(MultiInputOperator):
         self._step(dl, dr, ticks)
 
     def _step(self, dl: Batch | None, dr: Batch | None, ticks: np.ndarray) -> None:
-        red = self._reduction
-        tuples: list = [None, None]
-        if red is not None:
-            dl, dr = red.admit([dl, dr])
-            tuples = [
-                key_tuples(self._key_ev[p], b) if b is not None else None
-                for p, b in enumerate((dl, dr))
-            ]
-            red.arrive([dl, dr], tuples)
         left, right = self._sides
         parts: list[Batch] = []
         lk = self._keys(0, dl) if dl is not None else None
@@ -193,6 +184,20 @@ class Join(MultiInputOperator):
                     self._step(*head)
                     self._step(*tail)
                     return
+        red = self._reduction
+        tuples: list = [None, None]
+        if red is not None:  # after any cut: each slice is admitted and settled once
+            admitted = red.admit([dl, dr])
+            if admitted[red.many] is not (dl, dr)[red.many]:  # dropped rows' retractions gone
+                dl, dr = admitted
+                lk = self._keys(0, dl) if dl is not None else None
+                rk = self._keys(1, dr) if dr is not None else None
+                pairs = match_keys(lk, rk) if dl is not None and dr is not None else None  # type: ignore[arg-type]
+            tuples = [
+                key_tuples(self._key_ev[p], b) if b is not None else None
+                for p, b in enumerate((dl, dr))
+            ]
+            red.arrive([dl, dr], tuples)
         if dl is not None and len(right):  # ΔL ⋈ R0: look ΔL's keys up in R0
             i, j = right.lookup(lk)  # type: ignore[arg-type]
             if len(i):
