@@ -100,9 +100,12 @@ def explain(
             _explain_live_remote(server, compiled.spec.name, every)
             return
         resources = compiled.spec.resources
-        typer.echo(
-            render(run_plan(compiled), policy or resources.scheduler, resources.filter_order)
-        )
+        plan = run_plan(compiled)
+        typer.echo(render(plan, policy or resources.scheduler, resources.filter_order))
+        from cq_service.engine.constraint_plan import explain_constraints
+
+        for line in explain_constraints(compiled.spec, plan.nodes):
+            typer.echo(line)
         if live:
             typer.echo("")
             typer.echo(_explain_live_local(compiled))

@@ -16,6 +16,7 @@ from cq_service.cql.bind_window import duration_units
 from cq_service.cql.binder import BoundQuery, Catalog, bind_query
 from cq_service.cql.logical import Field, Source
 from cq_service.cql.parser import parse_query
+from cq_service.engine.constraint_plan import constraint_errors
 from cq_service.errors import CQError, CQLError, Span, SpecError
 from cq_service.plan.columns import prune_source_columns
 from cq_service.plan.knobs import adjustable_windows
@@ -87,6 +88,9 @@ def compile_pipeline(spec: PipelineSpec) -> CompiledPipeline:
         raise SpecErrors(errors, file=spec.path)
     queries = [bound[q] for q in spec.queries if q in bound]
     plan = plan_queries([(bq, spec.queries[bq.name].sink) for bq in queries])
+    constraint_problems = constraint_errors(spec, queries, plan.nodes)  # issue 26
+    if constraint_problems:
+        raise SpecErrors(constraint_problems, file=spec.path)
     _add_unread_sources(plan, catalog)
     # Late elements sent to the dead letter carry every column: read them all.
     dead_lettered = {s.name for s in spec.streams.values() if s.late == "dead_letter"}

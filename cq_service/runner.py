@@ -10,11 +10,13 @@ import numpy as np
 import pyarrow as pa
 
 from cq_service.adaptive.filter_order import pipeline_orderers
+from cq_service.adaptive.k_constraints import monitor_adherence
 from cq_service.compiler import CompiledPipeline, run_plan
 from cq_service.cql.logical import Source
 from cq_service.engine.adjust import Adjustment
 from cq_service.engine.build import SourceOptions, build_executor
 from cq_service.engine.executor import Executor
+from cq_service.engine.join_constraints import declared
 from cq_service.engine.scheduler import policy as make_policy
 from cq_service.io import open_sink, open_source
 from cq_service.io.base import DeadRecord, LateElement, Sink, SourceReader
@@ -130,6 +132,8 @@ def run_pipeline(
         budget=batch_rows,
         filter_order=pipeline_orderers(spec, filter_order),
         pipeline=spec.name,
+        constraints=declared(spec.streams, spec.queries),
+        adherence=monitor_adherence,
     )
     if cpu_time:
         executor.clock = time.thread_time

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import typer
 
+from cq_service.bench.linear_road import cli as linear_road
+
 __all__ = ["bench_app", "nexmark_app"]
 
 nexmark_app = typer.Typer(no_args_is_help=True, help="The NEXMark auction benchmark.")
@@ -160,6 +162,9 @@ def bench_nexmark(
     if problems:
         typer.echo("results disagree:\n" + "\n".join(problems), err=True)
         raise typer.Exit(1)
+
+
+bench_app.command("linear-road")(linear_road.bench_linear_road)
 
 
 @bench_app.command("scheduling")

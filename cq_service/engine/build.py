@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from cq_service.cql import logical as L
 from cq_service.engine.executor import Executor
 from cq_service.engine.filter_order import OrdererFactory
+from cq_service.engine.join_constraints import AdherenceFactory, Declared, join_constraint
 from cq_service.engine.operators.aggregate import Aggregate
 from cq_service.engine.operators.base import Operator
 from cq_service.engine.operators.clock import Clock
@@ -69,9 +70,13 @@ def build_executor(
     step_seconds: float | None = None,
     filter_order: OrdererFactory | None = None,
     pipeline: str = "",
+    constraints: Declared | None = None,
+    adherence: AdherenceFactory | None = None,
 ) -> Executor:
     """`filter_order` makes the orderer of each selection's conjuncts (None: as written);
-    `pipeline` names the entities of the statistics SysStream publishes."""
+    `pipeline` names the entities of the statistics SysStream publishes; `constraints` are
+    the pipeline's k-constraints, which two-way joins use (`adherence` makes the k-Mon
+    monitor of a `k: auto` one; engine/join_constraints.py)."""
     options = options or {}
     queues: dict[int, Queue] = {}
     operators: list[Operator] = []
@@ -79,7 +84,9 @@ def build_executor(
         out = Queue(f"q{node.id}")
         queues[node.id] = out
         ins = [queues[i].reader() for i in node.inputs]
-        op = _make(node, ins, out, readers, options, dead_letters, filter_order)
+        op = _make(
+            node, ins, out, readers, options, dead_letters, filter_order, constraints, adherence
+        )
         op.out_types = node.types
         operators.append(op)
     for s in plan.sinks:
@@ -124,6 +131,8 @@ def _make(
     options: Mapping[str, SourceOptions],
     dead_letters: DeadLetters | None,
     filter_order: OrdererFactory | None = None,
+    constraints: Declared | None = None,
+    adherence: AdherenceFactory | None = None,
 ) -> Operator:
     op = node.op
     name = f"#{node.id}"
@@ -137,6 +146,16 @@ def _make(
         options=options,
         dead_letters=dead_letters,
         filter_order=filter_order,
+        constraints=constraints,
+        adherence=adherence,
+    )
+
+
+def _join(op: L.Join, name, ins, out, filter_order=None, constraints=None, adherence=None, **_):
+    found = join_constraint(op, constraints or {})
+    return Join(
+        name, ins, out, op.left_keys, op.right_keys, op.residual, filter_order,
+        constraint=None if found is None else found[0], adherence=adherence,
     )
 
 
@@ -248,9 +267,7 @@ _MAKERS: dict[type, Callable[..., Operator]] = {
         name, ins, out, op.predicate, filter_order
     ),
     L.Project: lambda op, name, ins, out, **_: Project(name, ins, out, op.exprs),
-    L.Join: lambda op, name, ins, out, filter_order=None, **_: Join(
-        name, ins, out, op.left_keys, op.right_keys, op.residual, filter_order
-    ),
+    L.Join: _join,
     L.MarkJoin: _mark_join,
     L.Aggregate: lambda op, name, ins, out, **_: Aggregate(
         name, ins, out, op.keys, op.aggs, [f.type for f in op.input.schema]

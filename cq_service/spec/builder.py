@@ -18,6 +18,7 @@ from pathlib import Path as FsPath
 from typing import Any
 
 from cq_service.errors import Span, SpecError
+from cq_service.spec.constraints import build_constraints, check_references
 from cq_service.spec.endpoints import Endpoints
 from cq_service.spec.model import (
     DEFAULT_ARCHIVE_DIR,
@@ -79,6 +80,13 @@ class SpecBuilder:
         }
         queries = {name: self._query(name) for name in value.get("queries", {}) or {}}
         self._check_names()
+        check_references(
+            {n: s.constraints for n, s in streams.items()}
+            | {n: q.constraints for n, q in queries.items()},
+            {**streams, **relations},
+            list(queries),
+            self._error,
+        )
         return PipelineSpec(
             version=int(value["version"]),
             name=value["name"],
@@ -123,6 +131,10 @@ class SpecBuilder:
             max_delay=max_delay,
             late=raw.get("late", "drop"),
             heartbeat=heartbeat,
+            constraints=build_constraints(
+                self.doc, raw.get("constraints", ()), (*path, "constraints"), what, schema,
+                self._error,
+            ),
             span=self.doc.span(path, key=True),
         )
 
@@ -205,6 +217,10 @@ class SpecBuilder:
             weight=float(raw.get("weight", 1.0)),
             qos=self._qos(raw["qos"], (*path, "qos")) if "qos" in raw else QosSpec(),
             cql_positions=self.doc.char_positions((*path, "cql")) or (),
+            constraints=build_constraints(
+                self.doc, raw.get("constraints", ()), (*path, "constraints"),
+                f"query '{name}'", None, self._error,
+            ),
             span=self.doc.span(path, key=True),
         )
 

@@ -96,6 +96,32 @@ class SinkSpec:
     span: Span = field(default=Span(), compare=False)
 
 
+# The k-constraints a stream (or a view's result stream) may declare (issue 26; docs/linear-road.md,
+# "Constraints"): referential integrity, clustered arrival, ordered arrival.
+CONSTRAINT_KINDS: tuple[str, ...] = ("rids", "ca", "oa")
+
+
+@dataclass(frozen=True)
+class ConstraintSpec:
+    """A promise a stream keeps, with adherence `k` (None: ``k: auto``, learned by k-Mon).
+
+    ``rids``: each tuple's partner ``references`` (stream, column) — the one side of a
+    many-one join on `attribute` = that column — arrives within k arrivals after it, if after it at
+    all. ``ca``: at most k tuples with another value of `attribute` between two with the same value.
+    ``oa``: a tuple arriving k+1 or more places after another has an `attribute` at least as large."""
+
+    kind: str
+    attribute: str
+    k: int | None
+    references: tuple[str, str] | None = None
+    span: Span = field(default=Span(), compare=False)
+
+    def describe(self) -> str:
+        k = "auto" if self.k is None else str(self.k)
+        ref = f" -> {self.references[0]}.{self.references[1]}" if self.references else ""
+        return f"{self.kind.upper()}(k={k}) on {self.attribute}{ref}"
+
+
 @dataclass(frozen=True)
 class StreamSpec:
     """A stream (``is_relation`` False) or a stored relation (True).
@@ -116,6 +142,7 @@ class StreamSpec:
     max_delay: int = 0
     late: Literal["drop", "dead_letter"] = "drop"
     heartbeat: tuple[str, int] | None = None
+    constraints: tuple[ConstraintSpec, ...] = ()
     span: Span = field(default=Span(), compare=False)
 
 
@@ -166,6 +193,7 @@ class QuerySpec:
     weight: float = 1.0
     qos: QosSpec = QosSpec()
     cql_positions: tuple[tuple[int, int], ...] = ()
+    constraints: tuple[ConstraintSpec, ...] = ()  # promises the view's result stream keeps
     span: Span = field(default=Span(), compare=False)
 
     def position_of(self, offset: int) -> tuple[int, int]:

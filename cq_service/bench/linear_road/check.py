@@ -13,7 +13,16 @@ from typing import Any
 
 from cq_service.bench.linear_road.validator import Expected, minute, validate
 
-__all__ = ["OUTPUTS", "PIPELINE", "Comparison", "check", "comparable_expected", "run_engine"]
+__all__ = [
+    "OUTPUTS",
+    "PIPELINE",
+    "Comparison",
+    "check",
+    "comparable_expected",
+    "read_outputs",
+    "run_engine",
+    "write_input",
+]
 
 PIPELINE = Path(__file__).resolve().parents[3] / "pipelines" / "linear-road" / "linear-road.yaml"
 # The pipeline's file sinks, named as the validator's outputs.
@@ -35,21 +44,17 @@ class Comparison:
         return not any(self.only_engine.values()) and not any(self.only_expected.values())
 
 
-def run_engine(rows: Iterable[Mapping[str, int]], workdir: Path) -> tuple[dict[str, list], float]:
-    """Writes ``rows`` to workdir/data/input.jsonl, runs the pipeline there, and returns each
-    sink's rows (without ``_ts``/``_op``; every result is a stream of ``+`` elements) and the
-    run's wall time in seconds."""
-    from cq_service.compiler import load_and_compile
-    from cq_service.runner import run_pipeline
-
+def write_input(rows: Iterable[Mapping[str, int]], workdir: Path) -> None:
+    """Writes ``rows`` to workdir/data/input.jsonl, where the pipeline reads them."""
     (workdir / "data").mkdir(parents=True, exist_ok=True)
     with (workdir / "data" / "input.jsonl").open("w") as f:
         for r in rows:
             f.write(json.dumps(dict(r), separators=(",", ":")) + "\n")
-    shutil.copy(PIPELINE, workdir / PIPELINE.name)
-    start = time.perf_counter()
-    run_pipeline(load_and_compile(workdir / PIPELINE.name))
-    seconds = time.perf_counter() - start
+
+
+def read_outputs(workdir: Path) -> dict[str, list]:
+    """Each sink's rows in workdir/out (without ``_ts``/``_op``; every result is a stream of
+    ``+`` elements)."""
     out: dict[str, list] = {}
     for name in OUTPUTS:
         got = []
@@ -61,7 +66,21 @@ def run_engine(rows: Iterable[Mapping[str, int]], workdir: Path) -> tuple[dict[s
                 row.pop("_ts")
                 got.append(row)
         out[name] = got
-    return out, seconds
+    return out
+
+
+def run_engine(rows: Iterable[Mapping[str, int]], workdir: Path) -> tuple[dict[str, list], float]:
+    """Writes ``rows`` to workdir/data/input.jsonl, runs the pipeline there, and returns each
+    sink's rows (`read_outputs`) and the run's wall time in seconds."""
+    from cq_service.compiler import load_and_compile
+    from cq_service.runner import run_pipeline
+
+    write_input(rows, workdir)
+    shutil.copy(PIPELINE, workdir / PIPELINE.name)
+    start = time.perf_counter()
+    run_pipeline(load_and_compile(workdir / PIPELINE.name))
+    seconds = time.perf_counter() - start
+    return read_outputs(workdir), seconds
 
 
 def comparable_expected(expected: Expected, last_time: int) -> dict[str, list]:

@@ -99,3 +99,37 @@ def check_command(
                 typer.echo(f"    only {side}: {json.dumps(row)}")
     if not result.equal:
         raise typer.Exit(1)
+
+
+def bench_linear_road(
+    quick: bool = typer.Option(False, "--quick", help="a short run: 300 s of traffic"),
+    as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
+    duration: int = typer.Option(10800, help="seconds of simulated traffic (without --quick)"),
+    seed: int = typer.Option(0, help="random seed"),
+    workdir: Path = typer.Option(Path("linear-road-bench"), help="folder for input and output"),
+) -> None:
+    """State per view with and without k-constraints, time per tuple, the validator's verdict
+    and the time compression at L = 1 (docs/linear-road.md, "The benchmark"); exit 1 when a
+    run's results differ from the validator's."""
+    import pyarrow as pa
+
+    from cq_service.bench.linear_road.bench import bench
+    from cq_service.bench.linear_road.generator import GeneratorConfig, generate
+
+    seconds = 300 if quick else duration
+    rows = pa.concat_tables(generate(GeneratorConfig(duration=seconds, seed=seed))).to_pylist()
+    report = bench(rows, workdir, seconds)
+    report["quick"] = quick
+    if as_json:
+        typer.echo(json.dumps(report, indent=2))
+    else:
+        typer.echo(f"Linear Road L=1, {seconds} s, {len(rows):,} rows")
+        for view, v in report["views"].items():
+            typer.echo(
+                f"  {view}: {v['bytes_without']:,} B without, {v['bytes_with']:,} B with "
+                f"constraints (ratio {v['ratio']})"
+            )
+        typer.echo(f"  validated: {report['validated']}")
+        typer.echo(f"  time compression at L=1: {report['time_compression_at_L1']}")
+    if not all(report["validated"].values()):
+        raise typer.Exit(1)

@@ -25,7 +25,9 @@ from cq_service.engine.batch import Batch, merge_ticks
 from cq_service.engine.conjunction import Conjunction
 from cq_service.engine.expressions import compile_expr
 from cq_service.engine.filter_order import OrdererFactory
+from cq_service.engine.join_constraints import AdherenceFactory, JoinConstraint, adherence_for
 from cq_service.engine.operators.base import MultiInputOperator
+from cq_service.engine.operators.join_reduction import RidsReduction
 from cq_service.engine.operators.join_synopsis import JoinSide, Run, match_keys
 from cq_service.engine.queues import Queue, QueueReader
 
@@ -66,6 +68,8 @@ class Join(MultiInputOperator):
         right_keys: tuple[BExpr, ...],
         residual: BExpr | None,
         orderer: OrdererFactory | None = None,
+        constraint: JoinConstraint | None = None,
+        adherence: AdherenceFactory | None = None,
     ):
         super().__init__(name, inputs, output)
         self._key_ev = ([compile_expr(e) for e in left_keys], [compile_expr(e) for e in right_keys])
@@ -73,20 +77,35 @@ class Join(MultiInputOperator):
         self._residual = Conjunction(residual, orderer) if residual is not None else None
         self._sides = (JoinSide(), JoinSide())
         self.nkeys = len(left_keys)
+        # RIDS(k) on a many-one join: drops many-side rows that can never join (issue 26)
+        self._reduction = (
+            None
+            if constraint is None or not self.nkeys
+            else RidsReduction(constraint, adherence_for(constraint, adherence))
+        )
 
     def describe(self) -> str:
         kind = f"hash join on {self.nkeys} key(s)" if self.nkeys else "nested-loop join"
+        if self._reduction is not None:
+            kind += f" using {self._reduction.describe()}"
         if self._residual is None:
             return kind
         order = self._residual.describe()
         return f"{kind} with residual" + (f" [{order}]" if order else "")
+
+    @property
+    def reduction(self) -> RidsReduction | None:
+        """The constraint's state reduction, if the join has one: its k in use, rows dropped,
+        results missed."""
+        return self._reduction
 
     def filter_order(self) -> str:
         return "" if self._residual is None else self._residual.describe()
 
     def state_size(self) -> tuple[int, int]:
         left, right = self._sides
-        return len(left) + len(right), left.nbytes() + right.nbytes()
+        extra = 0 if self._reduction is None else self._reduction.nbytes()
+        return len(left) + len(right), left.nbytes() + right.nbytes() + extra
 
     def sides(self) -> tuple[int, int]:
         """Each input's current rows, counted by net weight: the sizes the selectivity of
@@ -165,6 +184,20 @@ class Join(MultiInputOperator):
                     self._step(*head)
                     self._step(*tail)
                     return
+        red = self._reduction
+        tuples: list = [None, None]
+        if red is not None:  # after any cut: each slice is admitted and settled once
+            admitted = red.admit([dl, dr])
+            if admitted[red.many] is not (dl, dr)[red.many]:  # dropped rows' retractions gone
+                dl, dr = admitted
+                lk = self._keys(0, dl) if dl is not None else None
+                rk = self._keys(1, dr) if dr is not None else None
+                pairs = match_keys(lk, rk) if dl is not None and dr is not None else None  # type: ignore[arg-type]
+            tuples = [
+                key_tuples(self._key_ev[p], b) if b is not None else None
+                for p, b in enumerate((dl, dr))
+            ]
+            red.arrive([dl, dr], tuples)
         if dl is not None and len(right):  # ΔL ⋈ R0: look ΔL's keys up in R0
             i, j = right.lookup(lk)  # type: ignore[arg-type]
             if len(i):
@@ -190,6 +223,8 @@ class Join(MultiInputOperator):
             left.add(list(dl.columns), lk, dl.w)  # type: ignore[arg-type]
         if dr is not None:
             right.add(list(dr.columns), rk, dr.w)  # type: ignore[arg-type]
+        if red is not None:
+            red.settle(self._sides, [dl, dr], tuples, [lk, rk])
         if not parts:
             self.emit(self.empty(ticks))
             return

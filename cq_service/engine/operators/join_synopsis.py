@@ -389,6 +389,14 @@ class JoinSide:
         """Append rows of weight 1 (a buffer in arrival order: the shared window join's)."""
         self._append(list(cols), list(keys), np.ones(len(keys[0]), np.int64))
 
+    def remove(self, positions: np.ndarray, counts: np.ndarray) -> None:
+        """Take `counts` of weight from the rows at `positions` (distinct, each holding at least
+        that much): rows a join's constraint proved will never join (join_reduction.py)."""
+        if not len(positions):
+            return
+        _, w = self.take(positions)
+        self._reweight(positions, w - counts)
+
     def drop_oldest(self, k: int) -> None:
         """Drop the first k rows (the oldest of a buffer in arrival order)."""
         self._expire(k)

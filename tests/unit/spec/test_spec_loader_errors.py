@@ -46,7 +46,7 @@ extra: 1
         "6:35: column name '9x' in stream 'Requests' is not an identifier (letters, digits and "
         "'_', not starting with a digit)",
         "7:5: unknown key 'sorce' in stream 'Requests' (expected one of: schema, timestamp, "
-        "source, max_delay, late, heartbeat)",
+        "source, max_delay, late, heartbeat, constraints)",
         "8:52: format of the source of stream 'Requests': off was read as a boolean; quote it "
         "(must be one of csv, jsonl, parquet)",
         "8:68: delimiter of the source of stream 'Requests' must be a single character, got ';;'",

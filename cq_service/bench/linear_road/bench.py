@@ -1,0 +1,149 @@
+"""``cq bench linear-road``: the Linear Road pipeline's state per named view with and without
+k-constraints, time per tuple, the validator's verdict, and the time compression the engine
+reaches at L = 1 (docs/linear-road.md, "The benchmark").
+
+Both runs read the same generated input; the second runs the pipeline with `CONSTRAINTS`
+declared on its streams. Memory is each view's peak state (rows and bytes held by the operators
+of its own plan, sampled after every engine step). The throughput figure is simulated seconds
+per wall second at L = 1 — an upper bound on the sustained L if cost grows linearly with L; no
+response-time (5 s) check is made here.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cq_service.bench.linear_road.check import OUTPUTS, PIPELINE, _bag_minus, _key, read_outputs
+
+__all__ = ["CONSTRAINTS", "VIEWS", "ViewState", "bench", "with_constraints"]
+
+# The views the thesis measures (STREAM's names). CarExitStr is the `exiting` column of
+# CurCarSeg in this pipeline, so it has no operators of its own.
+VIEWS = ("CurCarSeg", "AccSeg", "CarExitStr", "NegTollStr")
+
+# What the generator promises, declared on the pipeline's stream: a car's reports come
+# clustered (CA on vid) and time is ordered (OA(0) on time).
+CONSTRAINTS = """    constraints:
+      - {kind: ca, attribute: vid, k: auto}
+      - {kind: oa, attribute: time, k: 0}
+"""
+
+
+@dataclass
+class ViewState:
+    """A view's peak state: rows and bytes."""
+
+    rows: int = 0
+    bytes: int = 0
+
+
+@dataclass
+class Run:
+    seconds: float
+    states: dict[str, ViewState] = field(default_factory=dict)
+    outputs: dict[str, list] = field(default_factory=dict)
+    reductions: list[str] = field(default_factory=list)
+
+
+def with_constraints(text: str) -> str:
+    """The pipeline text with `CONSTRAINTS` declared on its Input stream."""
+    anchor = "    source: {type: file, path: data/input.jsonl, format: jsonl}\n"
+    if anchor not in text:
+        raise ValueError("the Linear Road pipeline's Input source line changed")
+    return text.replace(anchor, anchor + CONSTRAINTS, 1)
+
+
+def _run(workdir: Path, text: str) -> Run:
+    from cq_service.compiler import load_and_compile, run_plan
+    from cq_service.runner import run_pipeline
+
+    path = workdir / PIPELINE.name
+    path.write_text(text)
+    compiled = load_and_compile(path)
+    plan = run_plan(compiled)
+    owners = {f"#{n.id}": [q for q in n.queries if q in VIEWS] for n in plan.nodes}
+    result = Run(0.0, {v: ViewState() for v in VIEWS})
+
+    def sample(executor: Any) -> None:
+        now: dict[str, ViewState] = {}
+        for op in executor.operators:
+            for view in owners.get(op.name, ()):
+                rows, nbytes = op.state_size()
+                s = now.setdefault(view, ViewState())
+                s.rows += rows
+                s.bytes += nbytes
+        for view, s in now.items():
+            peak = result.states[view]
+            peak.rows, peak.bytes = max(peak.rows, s.rows), max(peak.bytes, s.bytes)
+
+    start = time.perf_counter()
+    report = run_pipeline(compiled, after_step=sample)
+    result.seconds = time.perf_counter() - start
+    result.outputs = read_outputs(workdir)
+    for op in report.executor.operators:
+        red = getattr(op, "reduction", None)
+        if red is not None:
+            result.reductions.append(f"{op.name}: {red.describe()}")
+    return result
+
+
+def _equal(got: Mapping[str, list], want: Mapping[str, list]) -> bool:
+    for name in OUTPUTS:
+        gk = [_key(r) for r in got[name]]
+        ek = [_key(r) for r in want[name]]
+        if _bag_minus(got[name], gk, ek) or _bag_minus(want[name], ek, gk):
+            return False
+    return True
+
+
+def bench(rows: Sequence[Mapping[str, int]], workdir: Path, duration: int) -> dict[str, Any]:
+    """Both runs over `rows` (simulated `duration` seconds at L = 1) in `workdir`; the JSON
+    report."""
+    from cq_service.bench.linear_road.check import comparable_expected, write_input
+    from cq_service.bench.linear_road.validator import validate
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    write_input(rows, workdir)
+    text = PIPELINE.read_text()
+    plain = _run(workdir, text)
+    constrained = _run(workdir, with_constraints(text))
+    shutil.rmtree(workdir / "out", ignore_errors=True)
+    last = max((int(r["time"]) for r in rows), default=0)
+    want = comparable_expected(validate(list(rows)), last)
+    views = {}
+    for v in VIEWS:
+        a, b = plain.states[v], constrained.states[v]
+        views[v] = {
+            "rows_without": a.rows,
+            "rows_with": b.rows,
+            "bytes_without": a.bytes,
+            "bytes_with": b.bytes,
+            "ratio": round(b.bytes / a.bytes, 3) if a.bytes else None,
+        }
+    return {
+        "benchmark": "linear-road",
+        "scale": 1,
+        "duration_s": duration,
+        "input_rows": len(rows),
+        "views": views,
+        "constraints": [line.strip().removeprefix("- ") for line in CONSTRAINTS.splitlines()[1:]],
+        "reductions_in_use": constrained.reductions,
+        "validated": {
+            "without": _equal(plain.outputs, want),
+            "with": _equal(constrained.outputs, want),
+        },
+        "seconds": {"without": round(plain.seconds, 2), "with": round(constrained.seconds, 2)},
+        "us_per_tuple": {
+            "without": round(1e6 * plain.seconds / max(len(rows), 1), 1),
+            "with": round(1e6 * constrained.seconds / max(len(rows), 1), 1),
+        },
+        "time_compression_at_L1": {
+            "without": round(duration / plain.seconds, 2) if plain.seconds else None,
+            "with": round(duration / constrained.seconds, 2) if constrained.seconds else None,
+        },
+    }
