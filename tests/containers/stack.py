@@ -32,6 +32,7 @@ __all__ = [
     "CONTAINERS",
     "LOCAL",
     "Stack",
+    "StackPath",
     "kafka_container",
     "postgres_container",
     "stack",
@@ -42,6 +43,10 @@ CONTAINERS = "containers"
 LOCAL = "local services"
 WORKER_ENV = {"CQ_TOKEN": "t", "CQ_CHECKPOINT_INTERVAL": "0.2", "CQ_RECONCILE_INTERVAL": "0.3"}
 START_TIMEOUT_S = 120.0
+
+
+class StackPath(UserWarning):
+    """Which path tests/containers ran on, and why (shown in pytest's warnings summary)."""
 
 
 class Stack(Protocol):
