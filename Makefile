@@ -136,7 +136,7 @@ image-local:
 # containers"): Docker is started when none answers (docker/dockerd.sh; Debian's docker.io and
 # debootstrap are apt-installed when absent, as root), the Debian base is bootstrapped once, then
 # the worker, Kafka (the jars of `make services`) and PostgreSQL (Debian's) are built, cached by
-# Docker's layer cache. Builds use Debian's client ($(DEB_DOCKER): BuildKit built in). `make
+# Docker's layer cache. Builds use Debian's client (/usr/bin/docker: BuildKit built in). `make
 # test` builds them when a daemon can run (containers-if-docker) and else the e2e test falls back.
 DOCKERD     := /usr/sbin/dockerd
 DEBOOTSTRAP := /usr/sbin/debootstrap
