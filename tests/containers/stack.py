@@ -59,6 +59,7 @@ class Stack(Protocol):
 
     def deploy(self, name: str, text: str) -> None: ...
     def healthz(self) -> int: ...
+    def wait_healthy(self) -> None: ...
     def kill(self) -> None: ...
     def restart(self) -> None: ...
 
@@ -182,6 +183,17 @@ class _ContainerStack:
         with urllib.request.urlopen(url, timeout=2) as response:
             return response.status
 
+    def wait_healthy(self) -> None:
+        """Wait until Docker runs the image's HEALTHCHECK (on /healthz) and calls it healthy."""
+        container = self.worker.get_wrapped_container()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            container.reload()
+            if container.attrs["State"]["Health"]["Status"] == "healthy":
+                return
+            time.sleep(1)
+        raise AssertionError(f"not healthy: {container.attrs['State']['Health']}")
+
     def kill(self) -> None:
         """`docker kill`: SIGKILL, the container stays with its file system."""
         container = self.worker.get_wrapped_container()
@@ -227,6 +239,10 @@ class _LocalStack:
         url = f"http://127.0.0.1:{self.worker.port}/healthz"
         with urllib.request.urlopen(url, timeout=2) as response:
             return response.status
+
+    def wait_healthy(self) -> None:
+        """A local process has no Docker health check: /healthz answering is all."""
+        assert self.healthz() == 200
 
     def kill(self) -> None:
         self.worker.kill()

@@ -84,6 +84,7 @@ def test_the_worker_survives_docker_kill_with_nothing_lost(
         # at-least-once across the kill: repeats of results are allowed, others are not
         assert set(got) == set(expected[q]), f"{q}: results that should not exist"
         assert sum(expected[q].values()) > 30, q
+    stack.wait_healthy()  # Docker's own HEALTHCHECK of the image, after the restart
     # the catalog is the PostgreSQL one: the pipeline's queries and the worker's checkpoints
     engine = sa.create_engine(stack.catalog_url)
     try:
