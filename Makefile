@@ -68,7 +68,7 @@ lint: $(STAMP)
 
 # pytest exits 5 when it collected nothing: an empty selection is a failure, not a pass.
 # Then the quick NEXMark run: q0-q8 on cq, Spark and Flink, failing if any results disagree.
-test: $(STAMP) lint bench-deps services $(HELM) $(KUBE_APISERVER) $(ETCD) $(CHROMIUM)
+test: $(STAMP) lint bench-deps services $(HELM) $(KUBE_APISERVER) $(ETCD) $(CHROMIUM) containers-if-docker
 	HELM=$(CURDIR)/$(HELM) KUBE_APISERVER=$(CURDIR)/$(KUBE_APISERVER) $(PY) -m pytest -q -n 2 -p no:cacheprovider tests; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "no tests were collected" >&2; exit 1; fi; exit $$status
 	$(CQ) bench nexmark --quick
@@ -131,6 +131,30 @@ image:
 image-local:
 	DOCKER=$(DOCKER) docker/debian-base.sh $(LOCAL_BASE)
 	$(MAKE) image IMAGE_BASE=$(LOCAL_BASE)
+
+# The images of tests/containers, built here with no registry (README "Testing with
+# containers"): Docker is started when none answers (docker/dockerd.sh; Debian's docker.io and
+# debootstrap are apt-installed when absent, as root), the Debian base is bootstrapped once, then
+# the worker, Kafka (the jars of `make services`) and PostgreSQL (Debian's) are built, cached by
+# Docker's layer cache. Builds use Debian's client (/usr/bin/docker: BuildKit built in). `make
+# test` builds them when a daemon can run (containers-if-docker) and else the e2e test falls back.
+DOCKERD     := /usr/sbin/dockerd
+DEBOOTSTRAP := /usr/sbin/debootstrap
+DEB_DOCKER  := /usr/bin/docker
+.PHONY: containers containers-if-docker
+containers: $(STAMP) $(DOCKERD) $(DEBOOTSTRAP)
+	DOCKER=$(DEB_DOCKER) docker/dockerd.sh
+	DOCKER=$(DEB_DOCKER) docker/debian-base.sh $(LOCAL_BASE)
+	$(MAKE) image IMAGE_BASE=$(LOCAL_BASE) DOCKER=$(DEB_DOCKER)
+	DOCKER=$(DEB_DOCKER) $(PY) -m tests.containers.images build $(LOCAL_BASE)
+
+containers-if-docker: $(DOCKERD) $(DEBOOTSTRAP)
+	if DOCKER=$(DEB_DOCKER) docker/dockerd.sh; then $(MAKE) containers; \
+	else echo "no Docker daemon: tests/containers runs on the local services" >&2; fi
+
+$(DOCKERD) $(DEBOOTSTRAP):
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	  apt-get install -y -qq -o DPkg::Lock::Timeout=600 docker.io debootstrap
 
 # Kafka 4 (KRaft, 127.0.0.1:19092) and PostgreSQL (127.0.0.1:15432) for the integration tests;
 # idempotent, state in .services/ (tests/services). `services-down` stops both, keeps the caches.

@@ -2,8 +2,12 @@
 `integration`).
 
 Each service comes from, in order: the environment (CQ_TEST_KAFKA, CQ_TEST_DATABASE_URL);
-testcontainers, when a Docker engine answers; else the local services of `make services`
-(tests/services), started on demand — idempotent and locked, so parallel workers share them.
+testcontainers, with CQ_TEST_CONTAINERS=all and a Docker engine that answers (the images `make
+containers` builds here, no registry: tests/containers/stack.py); else the local services of
+`make services` (tests/services), started on demand — idempotent and locked, so parallel
+workers share them. The local services are the default even where Docker runs: this suite's
+own brokers and servers (`own_kafka`, `own_postgres`), its Spark cluster and its timings are
+built around them; tests/containers runs the end-to-end test through containers.
 
 Those are shared and are never stopped. A test that stops a dependency and starts it again
 takes one of its own instead: `own_kafka`, `own_postgres` (tests/services/own.py).
@@ -34,8 +38,6 @@ from tests.services.spark import SparkCluster
 if TYPE_CHECKING:
     from tests.services import Services
 
-KAFKA_IMAGE = "confluentinc/cp-kafka:8.0.0"  # Apache Kafka 4.0, KRaft
-POSTGRES_IMAGE = "postgres:15"  # what Debian 12 ships for the local server
 _INTEGRATION_DIR = Path(__file__).resolve().parent
 
 
@@ -47,47 +49,40 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def docker_available() -> bool:
-    """Whether a Docker engine answers a ping within two seconds."""
-    try:
-        import docker
-        from docker.errors import DockerException
-    except ImportError:
+def services_in_containers() -> bool:
+    """Whether this suite runs its services in containers: CQ_TEST_CONTAINERS=all and a Docker
+    engine that answers."""
+    if os.environ.get("CQ_TEST_CONTAINERS") != "all":
         return False
-    try:
-        client = docker.from_env(timeout=2)
-        try:
-            return bool(client.ping())
-        finally:
-            client.close()
-    except (DockerException, OSError):  # requests' errors are OSErrors
-        return False
+    from tests.containers.stack import CONTAINERS, stack_path
+
+    return stack_path()[0] == CONTAINERS
 
 
 @pytest.fixture(scope="session")
-def kafka_bootstrap(docker_available: bool) -> Iterator[str]:
+def kafka_bootstrap(services_in_containers: bool) -> Iterator[str]:
     """A Kafka 4.x broker's bootstrap address, "host:port"."""
     if address := os.environ.get("CQ_TEST_KAFKA"):
         yield address
-    elif docker_available:
-        from testcontainers.community.kafka import KafkaContainer
+    elif services_in_containers:
+        from tests.containers.stack import kafka_container
 
-        with KafkaContainer(KAFKA_IMAGE).with_kraft() as container:
-            yield container.get_bootstrap_server()
+        with kafka_container() as bootstrap:
+            yield bootstrap
     else:
         yield _local_services().kafka_bootstrap
 
 
 @pytest.fixture(scope="session")
-def database_url(docker_available: bool) -> Iterator[str]:
+def database_url(services_in_containers: bool) -> Iterator[str]:
     """A PostgreSQL database's SQLAlchemy URL (postgresql+psycopg); its role may create others."""
     if url := os.environ.get("CQ_TEST_DATABASE_URL"):
         yield url
-    elif docker_available:
-        from testcontainers.community.postgres import PostgresContainer
+    elif services_in_containers:
+        from tests.containers.stack import postgres_container
 
-        with PostgresContainer(POSTGRES_IMAGE, driver="psycopg") as container:
-            yield container.get_connection_url()
+        with postgres_container() as url:
+            yield url
     else:
         yield _local_services().database_url
 
