@@ -71,7 +71,7 @@ class ACaching:
     """The caches of one MJoin of `n` inputs."""
 
     name = "a-caching"
-    every = 32  # steps between choices
+    every = 16  # steps between choices
     REPROFILE = 4  # profile the unused candidates again every this many choices
 
     def __init__(self, n: int):
