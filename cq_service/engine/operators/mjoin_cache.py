@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from cq_service.engine.cache_policy import Segment
 
@@ -65,10 +66,18 @@ class SegmentCache:
 
     # -- keys -------------------------------------------------------------------------------
 
-    def keys(self, cols: list, m: int) -> list[Key]:
-        """The key of each of `m` partial rows."""
+    def distinct(self, cols: list, m: int) -> tuple[list[Key], np.ndarray]:
+        """The distinct keys of `m` partial rows, and each row's index among them."""
+        if len(self.key_ev) == 1:  # one key part: vectorised
+            arr = self.key_ev[0](cols, m)
+            uniq = pc.unique(arr)
+            inv = pc.index_in(arr, value_set=uniq).to_numpy(zero_copy_only=False)
+            return [(v,) for v in uniq.to_pylist()], inv.astype(np.int64)
         parts = [ev(cols, m).to_pylist() for ev in self.key_ev]
-        return list(zip(*parts, strict=True))
+        ids: dict = {}
+        keys = zip(*parts, strict=True)
+        inv = np.fromiter((ids.setdefault(k, len(ids)) for k in keys), np.int64, m)
+        return list(ids), inv
 
     def __len__(self) -> int:
         return len(self._slots)

@@ -111,11 +111,49 @@ class CachingMixin:
             for s in sorted(inputs)
             for c in range(self._offsets[s], self._offsets[s] + self._widths[s])
         ]
-        full = bool(inv)
-        return key_ev, inv, inputs, internal, after, full, columns
+        holders = {s for s, _ in inv}
+        back = self._back_paths(inputs, next(iter(holders))) if len(holders) == 1 else {}
+        full = bool(inv) and all(j in holders or j in back for j in inputs)
+        return key_ev, inv, inputs, internal, after, full, columns, back
+
+    def _back_paths(self, inputs: list[int], h: int) -> dict[int, list[tuple]]:
+        """For each segment input j other than `h` (the one input holding every key part):
+        the probes from j's rows back to h's along the segment's join graph — (input, its
+        synopsis, key evaluators over the previous input's own columns) per step — when every
+        step has an index the join keeps; the rows of h reached name the entries an update of
+        j could change."""
+        seg = set(inputs)
+        parent = {h: h}
+        frontier = [h]
+        while frontier:  # a BFS tree of the segment's inputs, rooted at h
+            nxt = []
+            for a in frontier:
+                for e in self._edges:  # type: ignore[attr-defined]
+                    if a in (e.left, e.right) and (b := e.other(a)) in seg and b not in parent:
+                        parent[b] = a
+                        nxt.append(b)
+            frontier = nxt
+        out = {}
+        for j in inputs:
+            if j == h or j not in parent:
+                continue
+            steps, at, ok = [], j, True
+            while at != h:
+                t = parent[at]
+                links = self._links(t, frozenset({at}))  # type: ignore[attr-defined]
+                keys = tuple(e.side(t) for e in links)
+                if keys not in self._keysets[t]:  # type: ignore[attr-defined]
+                    ok = False
+                    break
+                side = self._keysets[t].index(keys)  # type: ignore[attr-defined]
+                steps.append((t, side, [compile_expr(e.side(at)) for e in links]))
+                at = t
+            if ok:
+                out[j] = steps
+        return out
 
     def _new_cache(self, seg: Segment, values: bool, max_rows: int = 1 << 20) -> SegmentCache:
-        key_ev, inv, _, _, _, _, columns = self._seg_plans[seg]
+        key_ev, inv, _, _, _, _, columns, _ = self._seg_plans[seg]
         return SegmentCache(seg, key_ev, inv, columns, values=values, max_rows=max_rows)
 
     # -- running a pipeline -----------------------------------------------------------------------
@@ -138,10 +176,7 @@ class CachingMixin:
         seg = cache.segment
         st = self._seg_stats[seg]
         m = len(ts)
-        keys = cache.keys(cols, m)
-        ids: dict = {}
-        inv = np.fromiter((ids.setdefault(k, len(ids)) for k in keys), np.int64, m)
-        distinct = list(ids)
+        distinct, inv = cache.distinct(cols, m)
         found: list[tuple | None] = [cache.get(k) for k in distinct]
         st.lookups += m
         missing = [x for x, e in enumerate(found) if e is None]
@@ -225,10 +260,12 @@ class CachingMixin:
             sh = self._shadows.get(seg)
             if sh is not None and cols_at[seg.start] is not None and self._readable(seg, deltas):
                 cols, m = cols_at[seg.start]
-                for key in sh.keys(cols, m):
-                    st.lookups += 1
+                keys, inv = sh.distinct(cols, m)
+                counts = np.bincount(inv, minlength=len(keys))
+                st.lookups += m
+                for key, c in zip(keys, counts.tolist(), strict=True):
                     if sh.get(key) is not None:
-                        st.hits += 1
+                        st.hits += c  # as the cache counts: a key's rows all hit or all miss
                     else:
                         sh.put(key)
 
@@ -238,12 +275,35 @@ class CachingMixin:
         """Drop the entries the step's updates (now in the relations) could change."""
         for store in (self._caches, self._shadows):
             for seg, c in store.items():
-                inputs = self._seg_plans[seg][2]
+                inputs, back = self._seg_plans[seg][2], self._seg_plans[seg][7]
                 for j in inputs:
                     d = deltas[j]
                     if d is not None and len(d):
-                        c.invalidate(j, list(d.columns), len(d))
                         self._seg_stats[seg].updates += len(d)
+                        if j in back:
+                            self._invalidate_back(c, back[j], list(d.columns), len(d))
+                        else:
+                            c.invalidate(j, list(d.columns), len(d))
+
+    def _invalidate_back(self, c: SegmentCache, steps: list[tuple], cols: list, m: int) -> None:
+        """Drop the entries an update of a segment input holding no key part could change:
+        its rows joined back, through the relations as they now stand, to the input holding
+        the key. A combination the update changes has a changed row whose path back to that
+        input holds no deleted row (else take the deleted row nearest it), and the rows on
+        that path are in the relations now; rows the join cannot match (NULL keys) change
+        nothing."""
+        t = -1
+        for t, side, evs in steps:
+            if not m or not len(c):
+                return
+            keys = [ev(cols, m) for ev in evs]
+            syn = self._sides[t][side]  # type: ignore[attr-defined]
+            _, pos = syn.lookup(keys)
+            if not len(pos):
+                return
+            cols, _ = syn.take(np.unique(pos))
+            m = len(cols[0])
+        c.invalidate(t, cols, m)
 
     # -- choosing ---------------------------------------------------------------------------------
 

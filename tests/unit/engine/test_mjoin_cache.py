@@ -112,6 +112,8 @@ def test_a_cache_is_hit_and_forgets_what_expired() -> None:
     check(j, chain_match, 29)
     st = j.op._seg_stats[Segment(0, 0, 2)]
     assert st.state == "used"
+    # B holds no key part: its updates are joined back to A, the key's input, not a clear-all
+    assert 2 in j.op._seg_plans[Segment(0, 0, 2)][7] and st.full_key
     assert j.op._caches
     stats_total_hits = sum(s.hits for s in j.op._seg_stats.values())
     assert stats_total_hits > 0
