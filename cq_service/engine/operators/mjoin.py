@@ -212,6 +212,14 @@ class MJoin(CachingMixin, MultiInputOperator):
             sides[t].append(fresh)
         return len(sets) - 1
 
+    def restore(self, state: dict) -> None:
+        """Load a snapshot; caches start again (empty, every candidate profiled), as entries
+        filled from the relations held before would not be those loaded."""
+        super().restore(state)
+        if self.cache_selector is not None:
+            for i in range(len(self._widths)):
+                self._candidates_of(i)
+
     # -- reporting ------------------------------------------------------------------------------
 
     def describe(self) -> str:

@@ -6,6 +6,7 @@ update could change."""
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Sequence
 
 import numpy as np
@@ -117,6 +118,17 @@ def test_a_cache_is_hit_and_forgets_what_expired() -> None:
     assert j.op._caches
     stats_total_hits = sum(s.hits for s in j.op._seg_stats.values())
     assert stats_total_hits > 0
+
+
+def test_restore_starts_the_caches_again() -> None:
+    j = _repeated(AllCaches(every=1), steps=12)
+    assert any(len(c) for c in j.op._caches.values())
+    j.op.restore(pickle.loads(pickle.dumps(j.op.snapshot())))
+    assert not j.op._caches and all(s.state == "profiled" for s in j.op._seg_stats.values())
+    j.push(0, (12, (1, 0)), (12, (2, 0)))
+    j.beat(12)
+    j.run()
+    check(j, chain_match, 12)
 
 
 def _cache(inv_inputs: list[int]) -> SegmentCache:
