@@ -199,7 +199,8 @@ def run(
     join: str | None = typer.Option(
         None,
         "--join",
-        help="how joins of three or more relations run: auto, mjoin or tree (default: the "
+        help="how joins of three or more relations run: auto, mjoin, mjoin-caching or tree "
+        "(default: the "
         "pipeline's resources.join; docs/joins.md)",
     ),
     quiet: bool = typer.Option(

@@ -279,6 +279,25 @@ def bench_shared_joins(
         typer.echo(report.text(by_window, by_burst, verdicts))
 
 
+@bench_app.command("joins")
+def bench_joins(
+    quick: bool = typer.Option(False, help="3-way cases at a quarter of the size: the CI check"),
+    json_output: bool = typer.Option(False, "--json", help="print JSON"),
+    work: Path = typer.Option(Path("benchmarks/data/joins"), help="pipelines, inputs"),
+) -> None:
+    """Thesis 003 ch. 5 on the engine: a windowed 3- and 4-way join as a tree, an MJoin and an
+    MJoin with A-Caching, uniform and skewed keys: throughput, state peak (docs/joins.md)."""
+    import json
+
+    from cq_service.bench.joins import CASES, run_all
+
+    cases = [c for c in CASES if c.endswith("-3")] if quick else list(CASES)
+    say = (lambda _: None) if json_output else typer.echo
+    out = run_all(cases, work, scale=0.25 if quick else 1.0, say=say)
+    if json_output:
+        typer.echo(json.dumps(out))
+
+
 @bench_app.command("filters")
 def bench_filters(
     quick: bool = typer.Option(False, help="fewer tuples and n = 3, 6: the CI check"),

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from cq_service.cql import logical as L
+from cq_service.engine.cache_policy import CacheSelector
 from cq_service.engine.executor import Executor
 from cq_service.engine.filter_order import OrdererFactory
 from cq_service.engine.join_constraints import AdherenceFactory, Declared, join_constraint
@@ -198,6 +199,13 @@ def _probe_orderer(orderers: OrdererFactory | None, n: int) -> ProbeOrderer | No
     return None if make is None else make(n)
 
 
+def _cache_selector(orderers: OrdererFactory | None, n: int) -> CacheSelector | None:
+    """An MJoin's cache selector (`join: mjoin-caching`): the factory's `caches`, when it has
+    one (adaptive/caching.py, injected with the orderers)."""
+    make = getattr(orderers, "caches", None)
+    return None if make is None else make(n)
+
+
 def _window(op: L.WindowOp, name, ins, out, **_) -> Operator:
     w = op.window
     if w.kind == "unbounded":
@@ -276,6 +284,7 @@ _MAKERS: dict[type, Callable[..., Operator]] = {
     MJoinOp: lambda op, name, ins, out, filter_order=None, **_: MJoin(
         name, ins, out, [len(i.schema) for i in op.inputs], op.edges, op.filters, op.orders,
         probe_orderer=_probe_orderer(filter_order, len(op.inputs)),
+        cache_selector=_cache_selector(filter_order, len(op.inputs)) if op.caching else None,
     ),
     SharedJoinOp: lambda op, name, ins, out, **_: SharedJoin(
         name, ins, out, op.left_keys, op.right_keys, op.routes, op.policy, op.istream_routes

@@ -25,6 +25,7 @@ of the probe's key), the one with most edges into the bound set first, then the 
 Part 2 of the issue replaces these orders adaptively; an `MJoinOp` carries them as data.
 
 `resources.join`: ``tree`` keeps the binary joins; ``mjoin`` rewrites every eligible tree;
+``mjoin-caching`` does too, with subresult caches (A-Caching, engine/operators/mjoin_cache.py);
 ``auto`` (the default) is ``tree`` until the cost model chooses (docs/joins.md).
 """
 
@@ -74,6 +75,7 @@ class MJoinOp:
     edges: tuple[Edge, ...]
     filters: tuple[L.BExpr, ...]
     orders: tuple[tuple[int, ...], ...]
+    caching: bool = False  # subresult caches chosen by A-Caching (`join: mjoin-caching`)
 
     @property
     def schema(self) -> tuple[L.Field, ...]:
@@ -113,7 +115,7 @@ def multiway_joins(plan: PhysicalPlan, setting: str = "auto") -> PhysicalPlan:
     ``auto`` or when nothing is rewritten."""
     if setting not in JOIN_SETTINGS:
         raise ValueError(f"unknown join setting {setting!r}")
-    if setting != "mjoin":
+    if setting not in ("mjoin", "mjoin-caching"):
         return plan
     nodes = {n.id: PhysicalNode(n.id, n.op, list(n.inputs), list(n.queries)) for n in plan.nodes}
     changed = False
@@ -124,6 +126,7 @@ def multiway_joins(plan: PhysicalPlan, setting: str = "auto") -> PhysicalPlan:
         if flat is None:
             continue
         op, inputs = flat
+        op = replace(op, caching=setting == "mjoin-caching")
         nodes[n.id] = PhysicalNode(n.id, op, inputs, list(n.queries))
         changed = True
     if not changed:

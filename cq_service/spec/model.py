@@ -217,8 +217,9 @@ FILTER_ORDERS = ("a-greedy", "sweep", "independent", "local-swaps", "static")
 DEFAULT_FILTER_ORDER = "a-greedy"
 
 # `resources.join`: how a join of three or more relations runs (plan/mjoins.py, docs/joins.md):
-# a tree of binary joins, one n-way MJoin, or "auto" (the tree until the cost model chooses).
-JOINS = ("auto", "mjoin", "tree")
+# a tree of binary joins, one n-way MJoin, one with A-Caching's subresult caches, or "auto"
+# (the tree until the cost model chooses).
+JOINS = ("auto", "mjoin", "mjoin-caching", "tree")
 DEFAULT_JOIN = "auto"
 
 RUNNERS = ("embedded", "spark")

@@ -4,18 +4,24 @@ random extra equalities, so cyclic graphs too), random Range, Rows, Now, Range-S
 and relation inputs with inserts and deletes, random residual predicates, random data with
 NULL keys, ties and duplicates, under two scheduling policies. Each case must also be planned
 as one MJoin under ``join: mjoin`` and as none under ``tree``, so a rewrite that stopped
-applying fails here rather than passing by running the tree."""
+applying fails here rather than passing by running the tree. Under ``mjoin-caching`` the caches
+are forced: the A-Caching selector chooses at every step, either taking every candidate it can
+(every net benefit positive) or a random set of caches with random pool shares, so caches are
+filled, hit, invalidated by window expiries and relation deletions, and dropped."""
 
 from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cq_service.adaptive import caching
 from cq_service.compiler import load_and_compile, run_plan
 from cq_service.plan.mjoins import MJoinOp
 from tests.property.harness import assert_same, run_under_policies, write_pipeline
+from tests.unit.engine.test_mjoin_cache import RandomCaches
 
 SCHEMA = {"a": "int", "b": "int"}
 POLICIES = (("chain", None), ("fifo", None))
@@ -131,17 +137,30 @@ def _mjoins(path) -> int:
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(case=cases())
-def test_mjoin_matches_tree_and_reference(tmp_path_factory, case) -> None:
+@given(case=cases(), forced=st.one_of(st.none(), st.integers(0, 1000)))
+def test_mjoin_matches_tree_and_reference(tmp_path_factory, case, forced) -> None:
     pipeline, data = case
     outs = {}
-    for join in ("tree", "mjoin"):
+    for join in ("tree", "mjoin", "mjoin-caching"):
         tmp = tmp_path_factory.mktemp(join)
         p = {**pipeline, "resources": {"join": join}}
-        assert _mjoins(write_pipeline(tmp, p, data)) == (join == "mjoin")
-        engines, reference = run_under_policies(tmp, p, data, POLICIES)
+        assert _mjoins(write_pipeline(tmp, p, data)) == (join != "tree")
+        with pytest.MonkeyPatch.context() as mp:
+            _force_caches(mp, forced)
+            engines, reference = run_under_policies(tmp, p, data, POLICIES)
         for out in engines.values():
             assert_same(out, reference)
         outs[join] = engines
     for policy, _ in POLICIES:
         assert_same(outs["mjoin"][policy], outs["tree"][policy])
+        assert_same(outs["mjoin-caching"][policy], outs["tree"][policy])
+
+
+def _force_caches(mp: pytest.MonkeyPatch, seed: int | None) -> None:
+    """A-Caching choosing at every step: every candidate (seed None), or at random."""
+    mp.setattr(caching.ACaching, "every", 1)
+    if seed is None:
+        mp.setattr(caching, "net_benefit", lambda s: 1.0)
+    else:
+        rnd = RandomCaches(seed)
+        mp.setattr(caching.ACaching, "choose", lambda self, stats, pool: rnd.choose(stats, pool))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
+from cq_service.adaptive.caching import ACaching
 from cq_service.adaptive.filter_order.a_greedy import AGreedy
 from cq_service.adaptive.filter_order.base import ProfilingOrderer
 from cq_service.adaptive.filter_order.independent import Independent
@@ -65,4 +66,5 @@ def orderer_factory(name: str | None = None, seed: int = 0) -> OrdererFactory:
 
     if name != "static":  # multi-way joins' probe orders adapt too (adaptive/probe_order.py)
         factory.probe_orders = GreedyProbes  # type: ignore[attr-defined]
+    factory.caches = ACaching  # type: ignore[attr-defined]  # join: mjoin-caching
     return factory

@@ -35,9 +35,11 @@ import pyarrow as pa
 from cq_service.cql.bind_expr import column_refs, shift_columns
 from cq_service.cql.logical import BExpr
 from cq_service.engine.batch import Batch, merge_ticks
+from cq_service.engine.cache_policy import CacheSelector
 from cq_service.engine.expressions import compile_expr, compile_predicate
 from cq_service.engine.operators.base import MultiInputOperator
 from cq_service.engine.operators.join_synopsis import JoinSide, match_keys
+from cq_service.engine.operators.mjoin_caching import CachingMixin
 from cq_service.engine.probe_order import PositionProfile, ProbeOrderer
 from cq_service.engine.queues import Queue, QueueReader
 
@@ -64,27 +66,30 @@ class Probe:
         self.filters = filters
 
 
-class MJoin(MultiInputOperator):
+class MJoin(CachingMixin, MultiInputOperator):
     """The join of its inputs (each `widths[i]` columns, output in input order) on `edges`
     and `filters` (over the concatenated columns), input i's updates probing in `orders[i]`."""
 
     kind = "mjoin"
-    STRUCTURE = frozenset(
-        {
-            "_edges",
-            "_filters",
-            "_offsets",
-            "_widths",
-            "_keysets",
-            "_side_ev",
-            "_pipelines",
-            "_first_filters",
-            "orders",
-            "probe_orderer",
-            "_runs",
-            "_probe_ev",
-            "reorders",
-        }
+    STRUCTURE = (
+        frozenset(
+            {
+                "_edges",
+                "_filters",
+                "_offsets",
+                "_widths",
+                "_keysets",
+                "_side_ev",
+                "_pipelines",
+                "_first_filters",
+                "orders",
+                "probe_orderer",
+                "_runs",
+                "_probe_ev",
+                "reorders",
+            }
+        )
+        | CachingMixin.CACHING_STRUCTURE
     )
 
     def __init__(
@@ -97,6 +102,7 @@ class MJoin(MultiInputOperator):
         filters: tuple[BExpr, ...],
         orders: tuple[tuple[int, ...], ...],
         probe_orderer: ProbeOrderer | None = None,
+        cache_selector: CacheSelector | None = None,
     ):
         super().__init__(name, inputs, output)
         n = len(widths)
@@ -127,6 +133,7 @@ class MJoin(MultiInputOperator):
         self.probe_orderer = probe_orderer
         self._runs = [0] * n  # runs of each pipeline (it is profiled every `every`-th)
         self.reorders = 0  # orders adopted from the orderer
+        self._init_caching(cache_selector)
 
     # -- pipelines ------------------------------------------------------------------------------
 
@@ -155,6 +162,8 @@ class MJoin(MultiInputOperator):
         self._first_filters[i] = first
         self._pipelines[i] = probes
         self.orders[i] = tuple(order)
+        if getattr(self, "cache_selector", None) is not None:
+            self._candidates_of(i)  # segments are positions of the order: new candidates
 
     def _links(self, t: int, bound: set[int] | frozenset[int]) -> list[Edge]:
         """The equalities joining input t to those `bound`, in a fixed order."""
@@ -203,17 +212,28 @@ class MJoin(MultiInputOperator):
             sides[t].append(fresh)
         return len(sets) - 1
 
+    def restore(self, state: dict) -> None:
+        """Load a snapshot; caches start again (empty, every candidate profiled), as entries
+        filled from the relations held before would not be those loaded."""
+        super().restore(state)
+        if self.cache_selector is not None:
+            for i in range(len(self._widths)):
+                self._candidates_of(i)
+
     # -- reporting ------------------------------------------------------------------------------
 
     def describe(self) -> str:
-        return f"mjoin of {len(self._widths)} inputs ({self.describe_orders()})"
+        caches = self.describe_caches() if self.cache_selector is not None else ""
+        tail = f"; caches {caches or 'none'}" if self.cache_selector is not None else ""
+        return f"mjoin of {len(self._widths)} inputs ({self.describe_orders()}{tail})"
 
     def describe_orders(self) -> str:
         return "; ".join("→".join(str(k) for k in o) for o in self.orders)
 
     def state_size(self) -> tuple[int, int]:
         sides = [s for per in self._sides for s in per]
-        return sum(len(s) for s in sides), sum(s.nbytes() for s in sides)
+        rows, nbytes = self.cache_state()
+        return sum(len(s) for s in sides) + rows, sum(s.nbytes() for s in sides) + nbytes
 
     # -- processing -----------------------------------------------------------------------------
 
@@ -278,6 +298,9 @@ class MJoin(MultiInputOperator):
             if d is not None:
                 for side, syn in enumerate(self._sides[j]):
                     syn.add(list(d.columns), keys_of(j, side), d.w)
+        if self.cache_selector is not None:
+            self._invalidate_caches(deltas)
+            self._cache_tick()
         if not parts:
             self.emit(self.empty(ticks))
             return
@@ -302,43 +325,72 @@ class MJoin(MultiInputOperator):
         cols[off : off + self._widths[i]] = list(d.columns)
         ts, w = d.ts, d.w
         cols, ts, w = _filtered(self._first_filters[i], cols, ts, w)
-        bound = {i}
-        for probe in self._pipelines[i]:
+        caching = self.cache_selector is not None
+        probes = self._pipelines[i]
+        seen: list = [None] * len(probes)  # (rows in, rows out) of each probe run
+        cols_at: list = [None] * len(probes)
+        k = 0
+        while k < len(probes):
             if not len(ts):
                 return None
-            t = probe.target
+            cache = self._segment_at(i, k, deltas) if caching else None
+            if cache is not None:
+                cols, ts, w = self._through_cache(cache, cols, ts, w)
+                cols, ts, w = _filtered(self._after_filters(cache.segment), cols, ts, w)
+                k = cache.segment.end
+                continue
+            probe = probes[k]
             if profile is not None:
-                profile.append(self._profile_at(frozenset(bound), cols, len(ts)))
-            bound.add(t)
-            bound_keys = [ev(cols, len(ts)) for ev in probe.bound_ev]
-            pieces = []
-            q, pos = self._sides[t][probe.side].lookup(bound_keys)
-            if len(q):
-                tcols, tw = self._sides[t][probe.side].take(pos)
-                pieces.append((q, tcols, tw, ts[q]))
-            dt = deltas[t]
-            if t < i and dt is not None:  # input t's delta is already part of its relation
-                q, j = match_keys(bound_keys, keys_of(t, probe.side))
-                if len(q):
-                    jidx = pa.array(j)
-                    tcols = [c.take(jidx) for c in dt.columns]
-                    pieces.append((q, tcols, dt.w[j], np.maximum(ts[q], dt.ts[j])))
-            if not pieces:
-                return None
-            q = np.concatenate([p[0] for p in pieces])
-            qidx = pa.array(q)
-            new_cols = [None if c is None else c.take(qidx) for c in cols]
-            toff = self._offsets[t]
-            for k in range(self._widths[t]):
-                chunks = [p[1][k] for p in pieces]
-                new_cols[toff + k] = chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks)
-            w = w[q] * np.concatenate([p[2] for p in pieces])
-            ts = np.concatenate([p[3] for p in pieces])
-            cols, ts, w = _filtered(probe.filters, new_cols, ts, w)
+                bound = frozenset({i, *self.orders[i][1 : k + 1]})
+                profile.append(self._profile_at(bound, cols, len(ts)))
+            m = len(ts)
+            if caching:
+                cols_at[k] = (cols, m)
+            got = self._probe(i, probe, cols, ts, w, deltas, keys_of, probe.filters)
+            seen[k] = (m, 0 if got is None else len(got[1]))
+            if got is None:
+                ts = ts[:0]
+                break
+            cols, ts, w = got
+            k += 1
+        if caching:
+            self._observe_run(i, seen, cols_at, deltas)
         if not len(ts):
             return None
         return Batch(tuple(cols), ts.astype(np.int64), w.astype(np.int64))  # type: ignore[arg-type]
 
+    def _probe(self, i, probe: Probe, cols: list, ts, w, deltas, keys_of, filters: list):
+        """One probe of pipeline i: the partial rows joined with input `probe.target` (its
+        synopsis, and its delta when it is before i) and `filters` applied; None if none."""
+        t = probe.target
+        bound_keys = [ev(cols, len(ts)) for ev in probe.bound_ev]
+        pieces = []
+        q, pos = self._sides[t][probe.side].lookup(bound_keys)
+        if len(q):
+            tcols, tw = self._sides[t][probe.side].take(pos)
+            pieces.append((q, tcols, tw, ts[q]))
+        dt = deltas[t]
+        if t < i and dt is not None:  # input t's delta is already part of its relation
+            q, j = match_keys(bound_keys, keys_of(t, probe.side))
+            if len(q):
+                jidx = pa.array(j)
+                tcols = [c.take(jidx) for c in dt.columns]
+                pieces.append((q, tcols, dt.w[j], np.maximum(ts[q], dt.ts[j])))
+        if not pieces:
+            return None
+        q = np.concatenate([p[0] for p in pieces])
+        qidx = pa.array(q)
+        new_cols = [None if c is None else c.take(qidx) for c in cols]
+        toff = self._offsets[t]
+        for k in range(self._widths[t]):
+            chunks = [p[1][k] for p in pieces]
+            new_cols[toff + k] = chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks)
+        w = w[q] * np.concatenate([p[2] for p in pieces])
+        ts = np.concatenate([p[3] for p in pieces])
+        cols, ts, w = _filtered(filters, new_cols, ts, w)
+        if not len(ts):
+            return None
+        return cols, ts, w
 
     # -- adaptive probe orders (engine/probe_order.py) -------------------------------------------
 

@@ -1,0 +1,119 @@
+"""Runs of the joins benchmark: each case (workload.py) under each `resources.join` setting,
+through `run_pipeline` as `cq run` runs it, to completion. Per run: wall-clock seconds, input
+tuples per second, results, the peak state of the join operators (binary joins' synopses and
+intermediate results, MJoins' synopses and caches; sampled every `SAMPLE` executor steps),
+and for MJoins the caches in use at the end and their hit rate. Each setting's results must
+equal the tree's (a count and an order-free checksum of the sink's rows are compared)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from cq_service.bench.joins.workload import CASES, write_case
+from cq_service.compiler import load_and_compile
+from cq_service.engine.executor import Executor
+from cq_service.runner import run_pipeline
+
+__all__ = ["SETTINGS", "run_all", "run_one"]
+
+SETTINGS = ("tree", "mjoin", "mjoin-caching")
+SAMPLE = 8
+JOIN_KINDS = ("join", "mjoin")
+
+
+# Rows a source reads at a time: small, so the join sees a stream of batches, as it would live.
+BATCH_ROWS = 512
+
+
+def run_one(template: Path, setting: str, batch_rows: int = BATCH_ROWS) -> dict:
+    """One case under one setting."""
+    path = template.with_name(f"{setting}.yaml")
+    path.write_text(template.read_text().replace("@JOIN@", setting))
+    compiled = load_and_compile(path)
+    peak = [0, 0]
+    steps = [0]
+    joins: list = []
+
+    def after(ex: Executor) -> None:
+        steps[0] += 1
+        if steps[0] % SAMPLE:
+            return
+        if not joins:
+            joins.extend(o for o in ex.operators if o.kind in JOIN_KINDS)
+        rows = nbytes = 0
+        for o in joins:
+            r, b = o.state_size()
+            rows += r
+            nbytes += b
+        peak[0] = max(peak[0], rows)
+        peak[1] = max(peak[1], nbytes)
+
+    start = time.perf_counter()
+    report = run_pipeline(compiled, batch_rows=batch_rows, after_step=after)
+    seconds = time.perf_counter() - start
+    ex = report.executor
+    tuples = sum(s["elements"] for s in report.sources.values())
+    out = {
+        "seconds": seconds,
+        "tuples_per_s": tuples / seconds if seconds else 0.0,
+        "tuples": tuples,
+        "results": sum(report.sinks.values()),
+        "peak_state_rows": peak[0],
+        "peak_state_bytes": peak[1],
+    }
+    mj = [o for o in ex.operators if o.kind == "mjoin"]
+    if mj:
+        out["reorders"] = sum(o.reorders for o in mj)
+        if any(o.cache_selector is not None for o in mj):
+            stats = [s for o in mj for s in o._seg_stats.values()]
+            out["caches"] = [o.describe_caches() for o in mj]
+            out["cache_choices"] = sum(o.cache_choices for o in mj)
+            looked = sum(s.lookups for s in stats if s.state == "used")
+            out["cache_hit_rate"] = (
+                sum(s.hits for s in stats if s.state == "used") / looked if looked else None
+            )
+    return out
+
+
+def run_all(
+    cases: Sequence[str],
+    folder: Path,
+    settings: Sequence[str] = SETTINGS,
+    scale: float = 1.0,
+    say: Callable[[str], None] = lambda _: None,
+) -> dict[str, dict]:
+    """{case: {"setting": {...run_one...}, ..., "checks": {...}}}."""
+    out: dict[str, dict] = {}
+    for name in cases:
+        case = CASES[name]
+        template = write_case(case, folder / name, scale=scale)
+        runs = {}
+        for setting in settings:
+            runs[setting] = r = run_one(template, setting)
+            say(
+                f"{name:10} {setting:14} {r['tuples_per_s']:10.0f} tuples/s "
+                f"{r['seconds']:7.2f} s  state peak {r['peak_state_rows']:8d} rows "
+                f"{r['peak_state_bytes'] / 2**20:7.2f} MiB  results {r['results']}"
+                + (f"  caches {r['caches']} hit {r['cache_hit_rate']}" if "caches" in r else "")
+            )
+        base = runs[settings[0]]
+        checks = {
+            f"{s}_same_results_as_{settings[0]}": runs[s]["results"] == base["results"]
+            for s in settings[1:]
+        }
+        if "tree" in runs and "mjoin" in runs:
+            checks["mjoin_less_state_than_tree"] = (
+                runs["mjoin"]["peak_state_rows"] < runs["tree"]["peak_state_rows"]
+            )
+        if "mjoin" in runs and "mjoin-caching" in runs:
+            checks["caching_speedup_over_mjoin"] = (
+                runs["mjoin-caching"]["tuples_per_s"] / runs["mjoin"]["tuples_per_s"]
+            )
+        if "tree" in runs and "mjoin-caching" in runs:
+            checks["caching_speedup_over_tree"] = (
+                runs["mjoin-caching"]["tuples_per_s"] / runs["tree"]["tuples_per_s"]
+            )
+        out[name] = {**runs, "checks": checks}
+    return out

@@ -1,0 +1,82 @@
+"""The joins benchmark's workloads: a fast stream F and slow streams joined to it in a chain
+(3-way: F.k = S1.k AND S1.c = S2.c; 4-way adds S2.d = S3.d), each under a Range window.
+
+F's pipeline probes S1 then S2 (then S3): what the slow streams add to an F tuple depends on
+F.k alone and changes only when a slow stream does (S1's keys follow F's distribution), so a cache of that segment keyed by F.k
+is hit whenever a key comes back before the slow streams change — often when F's keys are
+skewed (Zipf), rarely when they are uniform over many values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["CASES", "Case", "write_case"]
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    ways: int  # inputs of the join
+    skew: float | None  # Zipf exponent of F's keys, None for uniform
+    keys: int  # F.k and S1.k values
+    fast: int  # F tuples
+    ratio: int  # F tuples per S1 tuple
+    deep_ratio: int  # F tuples per tuple of each later stream (S2, S3)
+    window: int  # Range of every window, in time units (one F tuple per unit)
+
+
+CASES = {
+    "uniform-3": Case("uniform-3", 3, None, 200, 40_000, 10, 100, 400),
+    "skewed-3": Case("skewed-3", 3, 1.3, 200, 40_000, 10, 100, 400),
+    "uniform-4": Case("uniform-4", 4, None, 200, 40_000, 10, 100, 400),
+    "skewed-4": Case("skewed-4", 4, 1.3, 200, 40_000, 10, 100, 400),
+}
+
+
+def _keys(rng: np.random.Generator, case: Case, n: int) -> np.ndarray:
+    if case.skew is None:
+        return rng.integers(0, case.keys, n)
+    return (rng.zipf(case.skew, n) - 1) % case.keys
+
+
+def write_case(case: Case, folder: Path, scale: float = 1.0, seed: int = 1) -> Path:
+    """Write the inputs and the pipeline (`@JOIN@` for the join setting)
+    under `folder`; the pipeline template's path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    nf = max(100, int(case.fast * scale))
+    ns = max(10, nf // case.ratio)
+    ts_f = np.arange(nf)
+    streams = {"F": (ts_f, _keys(rng, case, nf), rng.integers(0, 1000, nf))}
+    ts_s = np.sort(rng.integers(0, nf, ns))
+    streams["S1"] = (ts_s, _keys(rng, case, ns), rng.integers(0, 8, ns))
+    nd = max(4, nf // case.deep_ratio)
+    for k in range(2, case.ways):
+        ts = np.sort(rng.integers(0, nf, nd))
+        streams[f"S{k}"] = (ts, rng.integers(0, 8, nd), rng.integers(0, 8, nd))
+    for name, (ts, a, b) in streams.items():
+        lines = ["ts,a,b"] + [f"{t},{x},{y}" for t, x, y in zip(ts, a, b, strict=True)]
+        (folder / f"{name}.csv").write_text("\n".join(lines) + "\n")
+    names = list(streams)
+    frm = ", ".join(f"{n} [Range {case.window}]" for n in names)
+    where = ["F.a = S1.a"] + [f"S{k - 1}.b = S{k}.a" for k in range(2, case.ways)]
+    cols = ", ".join(f"{n}.b AS {n.lower()}" for n in names)
+    stream_yaml = "".join(
+        f"  {n}:\n    schema: {{a: int, b: int}}\n    timestamp: ts\n"
+        f"    source: {{type: file, path: {n}.csv, format: csv}}\n"
+        for n in names
+    )
+    text = (
+        f"version: 1\nname: bench-joins-{case.name}\ntime_unit: ms\n"
+        "resources: {join: @JOIN@}\n"
+        f"streams:\n{stream_yaml}"
+        "queries:\n  q:\n"
+        f"    cql: SELECT Istream({cols}) FROM {frm} WHERE {' AND '.join(where)}\n"
+        "    sink: {type: blackhole}\n"
+    )
+    path = folder / "pipeline.yaml.in"
+    path.write_text(text)
+    return path
