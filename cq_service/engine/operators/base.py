@@ -65,7 +65,13 @@ class Operator(ABC):
     high_water = 262_144
 
     def runnable(self) -> bool:
-        return self.output.rows < self.high_water and any(r.has_pending() for r in self.inputs)
+        # (a loop, not any() over a generator: the scheduler asks every operator every step)
+        if self.output.rows >= self.high_water:
+            return False
+        for r in self.inputs:  # noqa: SIM110
+            if r.has_pending():
+                return True
+        return False
 
     @abstractmethod
     def run(self, budget: int) -> int:

@@ -25,6 +25,8 @@ routes it belongs to, and each route's own ticks; a `SharedJoinRoute` keeps one 
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,6 +38,7 @@ from cq_service.engine.expressions import compile_expr
 from cq_service.engine.operators.base import NEVER, MultiInputOperator, UnaryOperator
 from cq_service.engine.operators.join import key_columns, take_columns
 from cq_service.engine.operators.shared_join_buffer import JoinBuffer
+from cq_service.engine.operators.shared_join_costs import UnitCosts
 from cq_service.engine.queues import Heartbeat, Queue, QueueReader
 from cq_service.plan.shared_joins import SHARED_JOIN_POLICIES, SideWindow
 
@@ -49,7 +52,8 @@ POLICIES = tuple(p for p in SHARED_JOIN_POLICIES if p != "off")
 class RoutedBatch(Batch):
     """A shared join's output: `route[k]` is the bit mask of the routes element k belongs to,
     `route_ticks[i]` route i's instants beyond the batch's own `ticks`; `only`: every element
-    is that route's alone (a unit's output under SWF and MQT)."""
+    is that route's alone (a unit's output under SWF and MQT); `complete` (lo, hi, τ): the
+    elements of routes lo..hi−1 up to instant τ are all out (SWF, MQT)."""
 
     __slots__ = ("complete", "only", "route", "route_ticks")
 
@@ -64,8 +68,7 @@ class RoutedBatch(Batch):
         self.route = route
         self.route_ticks = route_ticks
         self.only = only
-        # (route, instant): that route's elements up to the instant are all out (SWF, MQT)
-        self.complete: tuple[int, int] | None = None
+        self.complete: tuple[int, int, int] | None = None
 
     def for_route(self, i: int) -> Batch:
         """Route i's elements and ticks, as a plain batch."""
@@ -103,6 +106,11 @@ class _Job:
     held_rows: int = 0  # the pairs in `parts`, and their bytes (as `state_size` counts them)
     held_bytes: int = 0
 
+    @property
+    def tuples(self) -> int:
+        """Its new tuples, of both inputs."""
+        return sum(len(b) for b in self.new if b is not None)
+
     def add(self, part: tuple) -> None:
         self.parts.append(part)
         self.held_rows += len(part[2])
@@ -114,7 +122,9 @@ class SharedJoin(MultiInputOperator):
     joins"); every policy gives the same results."""
 
     kind = "shared join"
-    STRUCTURE = frozenset({"_key_ev", "routes", "policy", "istream_routes"})
+    # `_costs` is a measurement of this process, as `busy_seconds` is; `clock` times calls
+    STRUCTURE = frozenset({"_key_ev", "routes", "policy", "istream_routes", "_costs", "clock"})
+    clock: Callable[[], float] = staticmethod(time.perf_counter)
 
     def __init__(
         self,
@@ -139,6 +149,7 @@ class SharedJoin(MultiInputOperator):
         self._ready: list[Batch | None] = [None, None]
         self._done = NEVER  # the last heartbeat released
         self._jobs: list[_Job] = []  # releases not yet complete, oldest first (SWF, MQT)
+        self._costs = UnitCosts(len(routes))  # seconds per call, fitted (MQT's priorities)
 
     def describe(self) -> str:
         keys = len(self._key_ev[0])
@@ -176,7 +187,7 @@ class SharedJoin(MultiInputOperator):
         run queued units until the budget is spent."""
         work = super().run(budget)
         while self._jobs and (work < budget or not work):
-            work += self._run_unit(self._next_job())
+            work += self._run_unit(*self._next())
         return work
 
     def emit_heartbeat(self, ts: int) -> None:
@@ -185,31 +196,27 @@ class SharedJoin(MultiInputOperator):
             return
         super().emit_heartbeat(ts)
 
-    def _next_job(self) -> _Job:
-        """The job whose next unit the policy runs: per unit the queue of jobs waiting for it
-        is FIFO (so a job never overtakes an older one); SWF serves the smallest unit first,
-        MQT the queue of highest static priority, ∝ 1/(tuples its partial window scans)."""
-        waiting: dict[int, _Job] = {}
-        for job in self._jobs:
-            waiting.setdefault(job.unit, job)
+    def _next(self) -> tuple[_Job, int]:
+        """The job whose next units the policy runs, and the end of their range [unit, hi).
+        A job never overtakes an older one at a unit (the units of the jobs, oldest first,
+        are strictly decreasing: jobs waiting for the same unit merge). SWF serves the
+        smallest unit first, one at a time; MQT the range that releases the most results
+        per measured second (shared_join_costs.py): a job's tuples times the routes the
+        range completes, over the range's fitted cost; its first call goes as far as
+        minimises the range's completion times."""
+        jobs = self._jobs
         if self.policy == "swf":
-            return waiting[min(waiting)]
-        widths = self._widths()
-        return waiting[min(waiting, key=lambda k: (widths[k], k))]
-
-    def _widths(self) -> list[float]:
-        """Per unit k, about how many tuples its partial window adds to units 0..k−1's (each
-        route's reach is its larger side's, in tuples: a Range's size × its input's rate)."""
-        rates = [s.rate() for s in self._stores]
-        reach = [
-            max(w.size * rates[p] if w.kind == "range" else w.size for p, w in enumerate(r))
-            for r in self.routes
-        ]
-        out, seen = [], 0.0
-        for r in reach:
-            out.append(max(r - seen, 1e-9))
-            seen = max(seen, r)
-        return out
+            job = jobs[-1]  # the newest waits for the smallest unit
+            return job, job.unit + 1
+        best: tuple[float, int, int] | None = None
+        for i, job in enumerate(jobs):
+            limit = jobs[i - 1].unit if i else len(self.routes)
+            ratio, hi = self._costs.best(job.unit, limit, float(max(job.tuples, 1)))
+            if best is None or ratio > best[0] * (1 + 1e-9):
+                best = (ratio, i, hi)
+        assert best is not None
+        job = jobs[best[1]]
+        return job, self._costs.first_call(job.unit, best[2])
 
     # -- a release ----------------------------------------------------------------------------
 
@@ -284,35 +291,42 @@ class SharedJoin(MultiInputOperator):
             a.held_rows += b.held_rows
             a.held_bytes += b.held_bytes
 
-    def _run_unit(self, job: _Job) -> int:
-        """Run `job`'s next unit (LWO: all of it); returns the work done (pairs, at least 1)."""
+    def _run_unit(self, job: _Job, hi: int | None = None) -> int:
+        """Run `job`'s units [unit, hi) (default: its next one; LWO: all of them) as one
+        call; returns the work done (pairs, at least 1)."""
+        start = self.clock()
         stamp, self.stamp = self.stamp, job.stamp
-        k = job.unit
-        last = len(self.routes) - 1
-        units = range(len(self.routes)) if job.whole else (k,)
-        n = len(job.parts)
+        n = len(self.routes)
+        lo = 0 if job.whole else job.unit
+        hi = n if job.whole else (lo + 1 if hi is None else hi)
+        held = len(job.parts)
         for port, b in enumerate(job.new):
             if b is not None:
-                self._insert(job, port, None if job.whole else k)
+                self._insert(job, port, None if job.whole else (lo, hi))
         retractions: list[tuple] = []
-        route_ticks = [self._retract(job, i, retractions) for i in units]
-        work = 1 + sum(len(p[2]) for p in job.parts[n:]) + sum(len(p[2]) for p in retractions)
+        route_ticks = [self._retract(job, i, retractions) for i in range(lo, hi)]
+        work = 1 + sum(len(p[2]) for p in job.parts[held:]) + sum(len(p[2]) for p in retractions)
         if job.whole:
             self.emit(self._output(job.parts + retractions, job.ticks, tuple(route_ticks)))
-            job.unit = last
         else:
-            mine = _route_rows(job.parts, k) + retractions
-            ticks = [EMPTY_TICKS] * len(self.routes)
-            ticks[k] = merge_ticks(job.ticks, route_ticks[0])
-            out = self._output(mine, EMPTY_TICKS, tuple(ticks), k)
-            out.complete = (k, job.upto)
+            ticks = [EMPTY_TICKS] * n
+            for i in range(lo, hi):
+                ticks[i] = merge_ticks(job.ticks, route_ticks[i - lo])
+            if hi == lo + 1:
+                out = self._output(_route_rows(job.parts, lo) + retractions, EMPTY_TICKS,
+                                   tuple(ticks), lo)
+            else:
+                mine = _route_rows(job.parts, lo, hi) + retractions
+                out = self._output(mine, EMPTY_TICKS, tuple(ticks))
+            out.complete = (lo, hi, job.upto)
             self.emit(out)
-        if job.unit == last:
+        job.unit = hi
+        if hi == n:
             self._finish(job)
         else:
-            job.unit += 1
             self._merge_waiting(self._jobs.index(job))
         self.stamp = stamp
+        self._costs.observe(lo, hi, self.clock() - start)
         return work
 
     def _finish(self, job: _Job) -> None:
@@ -324,18 +338,18 @@ class SharedJoin(MultiInputOperator):
         if not job.whole:  # (a whole release's heartbeat goes on as the release ends)
             self.output.push(Heartbeat(job.upto), self.stamp)
 
-    def _insert(self, job: _Job, port: int, unit: int | None) -> None:
+    def _insert(self, job: _Job, port: int, units: tuple[int, int] | None) -> None:
         """The pairs whose later element is one of port's new tuples, each marked with the
-        routes that hold both elements at its instant: all of them (`unit` None), or those
-        whose earlier element lies in unit's partial window (inside route `unit`'s window
-        on that side and outside every earlier route's)."""
+        routes that hold both elements at its instant: all of them (`units` None), or those
+        whose earlier element lies in the partial windows of units [lo, hi) (inside one of
+        those routes' windows on that side and outside every earlier route's)."""
         b, keys, first = job.new[port], job.keys[port], job.first[port]
         assert b is not None and keys is not None
         mine, other = self._stores[port], self._stores[1 - port]
-        if unit is None:
+        if units is None:
             q, j = other.rows.lookup(keys)
         else:
-            lo, hi = other.partial_window(b.ts, [r[1 - port] for r in self.routes], unit)
+            lo, hi = other.partial_window(b.ts, [r[1 - port] for r in self.routes], *units)
             if not len(lo) or int(lo.min()) >= int(hi.max()):
                 return
             q, j = other.rows.lookup(keys, int(lo.min()), int(hi.max()))
@@ -439,18 +453,20 @@ def _part_bytes(part: tuple) -> int:
     return sum(c.nbytes for c in (*left, *right)) + 3 * ts.nbytes
 
 
-def _route_rows(parts: list[tuple], k: int) -> list[tuple]:
-    """The rows of `parts` that belong to route k."""
+def _route_rows(parts: list[tuple], lo: int, hi: int | None = None) -> list[tuple]:
+    """The rows of `parts` that belong to a route in [lo, hi) (default: route lo), with
+    their route masks cut to those routes."""
     out = []
-    bit = np.int64(1) << np.int64(k)
+    span = np.int64((1 << (lo + 1 if hi is None else hi)) - (1 << lo))
     for left, right, ts, w, route in parts:
-        keep = (route & bit) != 0
+        mine = route & span
+        keep = mine != 0
         if keep.all():
-            out.append((left, right, ts, w, route))
+            out.append((left, right, ts, w, mine))
         elif keep.any():
             idx = pa.array(np.flatnonzero(keep))
             out.append(([c.take(idx) for c in left], [c.take(idx) for c in right],
-                         ts[keep], w[keep], route[keep]))
+                         ts[keep], w[keep], mine[keep]))
     return out
 
 
@@ -479,6 +495,7 @@ class SharedJoinRoute(UnaryOperator):
     def on_batch(self, batch: Batch) -> None:
         assert isinstance(batch, RoutedBatch)
         self.emit(batch.for_route(self.index))
-        if batch.complete is not None and batch.complete[0] == self.index:
-            self.emit_heartbeat(batch.complete[1])
+        done = batch.complete
+        if done is not None and done[0] <= self.index < done[1]:
+            self.emit_heartbeat(done[2])
 

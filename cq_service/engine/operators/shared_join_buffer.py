@@ -131,10 +131,13 @@ class JoinBuffer:
         return np.arange(lo, max(lo, hi), dtype=np.int64) + self.base
 
     def partial_window(
-        self, t: np.ndarray, windows: list[SideWindow], unit: int
+        self, t: np.ndarray, windows: list[SideWindow], unit: int, upto: int | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """For outer tuples at instants `t`, the retained positions (from `base`) [lo, hi) of
-        unit's partial window: inside `windows[unit]` at t, outside every earlier window."""
+        the partial windows of units [unit, upto) (default: unit's alone): inside one of
+        those units' windows at t, outside every earlier unit's. Their union is one range:
+        a position before every earlier window's start lies in the first unit's partial
+        window whose window holds it."""
 
         def start(w: SideWindow) -> np.ndarray:
             if w.kind == "range":
@@ -142,6 +145,8 @@ class JoinBuffer:
             return np.maximum(np.searchsorted(self.ts, t, side="right") - w.size, 0)
 
         lo = start(windows[unit])
+        for w in windows[unit + 1 : unit + 1 if upto is None else upto]:
+            lo = np.minimum(lo, start(w))
         hi = np.full(len(t), len(self.ts), np.int64)
         for w in windows[:unit]:
             hi = np.minimum(hi, start(w))

@@ -10,6 +10,7 @@ import pytest
 
 from cq_service.cql.logical import ColRef
 from cq_service.engine.operators.shared_join import RoutedBatch, SharedJoin
+from cq_service.engine.operators.shared_join_costs import UnitCosts
 from cq_service.engine.queues import Heartbeat, Queue, QueueReader
 from cq_service.plan.shared_joins import SideWindow
 from cq_service.types import DataType
@@ -31,11 +32,34 @@ def _join(policy: str) -> tuple[list[Queue], QueueReader, SharedJoin]:
     return ins, reader, op
 
 
-def _completions(policy: str) -> list[tuple[int, int]]:
-    """(route, instant) of each route completion the join sends, in order (-1: every route,
-    a heartbeat): release 2 is read, the join runs its units until release 2 waits for the
-    third, release 3 is read, and the join runs to the end."""
+class Scripted(UnitCosts):
+    """Measured costs as scripted: a call of units [lo, hi) takes `fixed` + their widths."""
+
+    def __init__(self, n: int, fixed: float, widths: tuple[float, ...]):
+        super().__init__(n)
+        self.script = (fixed, widths)
+        for lo in range(n):  # as if every unit had been run alone, and all of them together
+            for _ in range(20):
+                self.observe(lo, lo + 1, 0.0)
+                self.observe(0, n, 0.0)
+
+    def observe(self, lo: int, hi: int, seconds: float) -> None:
+        fixed, widths = self.script
+        super().observe(lo, hi, fixed + sum(widths[lo:hi]))
+
+
+WIDE = Scripted(3, 0.0, (10.0, 90.0, 5.0))  # the paper's model: cost ∝ width
+FLAT = Scripted(3, 2.0, (0.1, 0.1, 0.1))  # this engine's: a fixed cost per call
+
+
+def _completions(policy: str, costs: UnitCosts | None = None) -> list[tuple[int, ...]]:
+    """(first route, last route + 1, instant) of each completion the join sends, in order
+    ((-1, instant): every route, a heartbeat): release 2 is read, the join runs its units
+    until release 2 waits for the third, release 3 is read, and the join runs to the end.
+    `costs`: MQT's measured costs, scripted."""
     ins, reader, op = _join(policy)
+    if costs is not None:
+        op._costs = costs
 
     def release(ts: tuple[int, int], upto: int) -> None:
         for q, t in zip(ins, ts, strict=True):
@@ -44,8 +68,9 @@ def _completions(policy: str) -> list[tuple[int, int]]:
         op.run(1)
 
     release((1, 2), 2)
-    while op._jobs and op._jobs[0].unit < 2:  # one unit at a time, as the policy picks
-        op._run_unit(op._next_job())
+    while op._jobs and op._jobs[0].unit < 2:  # one unit at a time, in the policy's order
+        job, _ = op._next()
+        op._run_unit(job, job.unit + 1)
     release((3, 3), 3)
     while op.runnable():
         op.run(1 << 20)
@@ -68,15 +93,33 @@ def test_lwo_sends_every_route_at_once() -> None:
 def test_swf_serves_the_smallest_partial_window_first() -> None:
     # Release 3 scans the first partial window on arrival and then the second before release
     # 2's third; waiting for the same unit, the two are then served as one.
-    assert _completions("swf") == [(0, 2), (1, 2), (0, 3), (1, 3), (2, 3), (-1, 3)]
-
-
-def test_mqt_serves_the_narrowest_partial_window_first() -> None:
-    # The third partial window (5 wide) goes before the first (10): release 2 completes
-    # before release 3 starts.
-    assert _completions("mqt") == [
-        (0, 2), (1, 2), (2, 2), (-1, 2), (0, 3), (1, 3), (2, 3), (-1, 3),
+    assert _completions("swf") == [
+        (0, 1, 2), (1, 2, 2), (0, 1, 3), (1, 2, 3), (2, 3, 3), (-1, 3),
     ]
+
+
+def test_mqt_with_costs_that_grow_with_width_serves_the_narrowest_partial_window_first() -> None:
+    # The paper's Greedy: the third partial window (5 wide) goes before the first (10), so
+    # release 2 completes before release 3 starts, one unit at a time.
+    assert _completions("mqt", WIDE) == [
+        (0, 1, 2), (1, 2, 2), (2, 3, 2), (-1, 2), (0, 1, 3), (1, 2, 3), (2, 3, 3), (-1, 3),
+    ]
+
+
+def test_mqt_with_a_fixed_cost_per_call_runs_units_together() -> None:
+    # A call costs 2 whatever its width: release 3's first two units go as one call (two
+    # routes for one fixed cost release more per second than release 2's last unit alone);
+    # release 3 then waits for the third unit with release 2, and the two go as one.
+    assert _completions("mqt", FLAT) == [(0, 1, 2), (1, 2, 2), (0, 2, 3), (2, 3, 3), (-1, 3)]
+
+
+def test_mqt_follows_the_measured_costs_not_the_widths() -> None:
+    # The third unit (5 time units wide, the narrowest) measured dear: release 3's cheap
+    # units go before release 2's third; measured cheap, it goes first.
+    dear = _completions("mqt", Scripted(3, 0.0, (1.0, 1.0, 50.0)))
+    assert dear == [(0, 1, 2), (1, 2, 2), (0, 1, 3), (1, 2, 3), (2, 3, 3), (-1, 3)]
+    cheap = _completions("mqt", Scripted(3, 0.0, (50.0, 50.0, 1.0)))
+    assert cheap.index((2, 3, 2)) < cheap.index((0, 1, 3))
 
 
 def test_an_unknown_policy_is_refused() -> None:
@@ -149,7 +192,7 @@ def test_the_state_counts_the_results_held_between_units(policy: str) -> None:
             q.push(Heartbeat(upto))
         op.run(1)
         if op._jobs:
-            op._run_unit(op._next_job())
+            op._run_unit(*op._next())
         assert op.state_size() == held()
         checked += any(job.parts for job in op._jobs)
     while op.runnable():
@@ -157,3 +200,53 @@ def test_the_state_counts_the_results_held_between_units(policy: str) -> None:
         assert op.state_size() == held()
     assert checked  # results were held between units
     assert not op._jobs
+
+
+def _per_route(policy: str, costs: UnitCosts | None) -> tuple[list[list[tuple]], set]:
+    """Per route, its elements (ts, weight, row) and instants in the order sent, and the
+    (lo, hi) ranges of the calls: eight releases of matching tuples, each followed by at
+    most one call, so a backlog builds and calls of several units come about."""
+    ins, reader, op = _join(policy)
+    if costs is not None:
+        op._costs = costs
+    for upto in range(1, 9):
+        for port, q in enumerate(ins):
+            rows = [(upto, (7,)), (upto, (8 if upto % 3 else 7,))][: 1 + (upto + port) % 2]
+            q.push(make_batch([INT], rows))
+            q.push(Heartbeat(upto))
+        op.run(1)
+        if op._jobs:
+            op._run_unit(*op._next())
+    for q in ins:
+        q.push(Heartbeat(400))
+    while op.runnable():
+        op.run(1 << 20)
+    seen: list[list[tuple]] = [[] for _ in ROUTES]
+    calls = set()
+    while (item := reader.get()) is not None:
+        if isinstance(item, RoutedBatch):
+            for i in range(len(ROUTES)):
+                b = item.for_route(i)
+                rows = list(zip(*(c.to_pylist() for c in b.columns), strict=True))
+                seen[i] += [("row", int(t), int(w), r) for t, w, r in zip(b.ts, b.w, rows)]
+                seen[i] += [("tick", int(t)) for t in b.ticks]
+            if item.complete is not None:
+                calls.add(item.complete[:2])
+    return seen, calls
+
+
+@pytest.mark.parametrize("costs", [FLAT, WIDE, Scripted(3, 1.0, (1.0, 9.0, 1.0))])
+def test_mqt_calls_of_several_units_give_each_route_what_lwo_gives(costs: UnitCosts) -> None:
+    """Each route gets the same elements and instants as under LWO, in timestamp order (the
+    order within an instant is a bag's, DESIGN §4)."""
+    lwo, _ = _per_route("lwo", None)
+    seen, calls = _per_route("mqt", costs)
+    for route in seen:
+        ts = [e[1] for e in route if e[0] == "row"]
+        assert ts == sorted(ts)
+    assert [sorted(r, key=lambda e: (e[1], repr(e))) for r in seen] == [
+        sorted(r, key=lambda e: (e[1], repr(e))) for r in lwo
+    ]
+    assert all(any(e[0] == "row" for e in route) for route in lwo)
+    if costs is FLAT:
+        assert any(hi - lo > 1 for lo, hi in calls)  # calls of several units were made
