@@ -91,6 +91,7 @@ class FilterCosts:
     thesis' examples)."""
 
     SPIKE = 2.0
+    Z = 2.0  # a cost difference counts when it exceeds Z standard deviations of the noise
 
     def __init__(self, n: int, decay: float = 0.9, unit: bool = False, min_rows: int = 32):
         self.decay, self.unit, self.min_rows = decay, unit, min_rows
@@ -98,6 +99,9 @@ class FilterCosts:
         self._rows = np.zeros(n)
         self._first_seconds = np.zeros(n)  # over the batches the filter ran first
         self._first_rows = np.zeros(n)
+        # noise of a first-position figure: decayed mean square of log(batch figure / the
+        # filter's figure), pooled over filters
+        self._noise_sq, self._noise_w = 0.0, 0.0
 
     def observe(
         self, rows: Sequence[int], seconds: Sequence[float], first: int | None = None
@@ -113,11 +117,14 @@ class FilterCosts:
         # than its peers for the next dozen batches. A real rise passes in a few batches.
         if first is not None and seen[first]:
             f = first
+            tf = t[f]
             if self._first_rows[f] > 0:
-                cap = self.SPIKE * self._first_seconds[f] / self._first_rows[f] * r[f]
-                tf = min(t[f], cap)
-            else:
-                tf = t[f]
+                current = self._first_seconds[f] / self._first_rows[f]
+                tf = min(tf, self.SPIKE * current * r[f])
+                if tf > 0 and current > 0:
+                    dev = np.log(tf / r[f] / current)
+                    self._noise_sq = self._noise_sq * self.decay + dev * dev
+                    self._noise_w = self._noise_w * self.decay + 1
             self._first_seconds[f] = self._first_seconds[f] * self.decay + tf
             self._first_rows[f] = self._first_rows[f] * self.decay + r[f]
         known = seen & (self._rows > 0)
@@ -140,4 +147,28 @@ class FilterCosts:
             a = np.fmin(a, typical.mean())  # not measured first: the mean, or lower
             a[first] = np.maximum(typical, 1e-12)
         a[np.isnan(a)] = a[~np.isnan(a)].mean()
-        return a
+        return self._tie(a)
+
+    def noise(self) -> float:
+        """Standard deviation of log(a batch's figure / the filter's figure) at the first
+        position: how far apart the same filter measures from batch to batch."""
+        return float(np.sqrt(self._noise_sq / self._noise_w)) if self._noise_w else 0.0
+
+    def _tie(self, a: np.ndarray) -> np.ndarray:
+        """Filters whose figures are within `Z` × the noise of each other (in log, from the
+        cheapest of a group) get the group's geometric mean: a difference the measurement
+        cannot tell from noise must not decide ranks (equal-cost filters measured first at
+        different moments of a loaded machine differ by 2-3x)."""
+        width = self.Z * self.noise()
+        if width <= 0:
+            return a
+        logs = np.log(a)
+        out = logs.copy()
+        order = np.argsort(logs, kind="stable")
+        start = 0
+        for k in range(1, len(order) + 1):
+            if k == len(order) or logs[order[k]] - logs[order[start]] > width:
+                group = order[start:k]
+                out[group] = logs[group].mean()
+                start = k
+        return np.exp(out)

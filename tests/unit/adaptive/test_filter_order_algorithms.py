@@ -195,3 +195,21 @@ def test_a_filter_never_first_takes_the_mean_or_its_own_lower_figure():
     a = c.values()
     assert a[1] == pytest.approx(a[0])  # F2's late figure errs high: the first one's instead
     assert a[2] < a[0] / 2  # F3's is lower: kept
+
+
+def test_differences_within_the_noise_tie_and_larger_ones_count():
+    rng = np.random.default_rng(3)
+    c = FilterCosts(3)
+    # each filter measured first in its own stretch of batches, the machine's speed varying
+    # by +-30% from batch to batch; F3 is 20x dearer
+    for f, per_row in ((0, 1e-7), (1, 1e-7), (2, 2e-6)):
+        for _ in range(20):
+            seconds = [0.0, 0.0, 0.0]
+            seconds[f] = per_row * 1000 * rng.uniform(0.7, 1.3)
+            rows = [0, 0, 0]
+            rows[f] = 1000
+            c.observe(rows, seconds, first=f)
+    a = c.values()
+    assert c.noise() > 0
+    assert a[0] == pytest.approx(a[1])  # the same cost: tied whatever the last batches said
+    assert a[2] > 10 * a[0]
