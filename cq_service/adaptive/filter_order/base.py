@@ -87,7 +87,7 @@ class ProfilingOrderer(ABC):
     def observe(
         self, rows: Sequence[int], seconds: Sequence[float], known: np.ndarray, drops: np.ndarray
     ) -> None:
-        self.costs.observe(rows, seconds)
+        self.costs.observe(rows, seconds, first=self.current[0])  # the order of this batch
         self._unchecked += 1
         if len(drops):
             self.add_profiles(np.asarray(known, dtype=bool), np.asarray(drops, dtype=bool))

@@ -71,22 +71,42 @@ class FilterCosts:
     """a_i: each filter's time per row evaluated, amortised over batches.
 
     Seconds and rows are summed per filter with weights decaying by `decay` per observation, so
-    old conditions fade. The engine reports seconds without each call's fixed overhead
-    (engine/conjunction.py measures it), which would make a filter that runs late, on few rows,
-    look expensive and keep it late; an evaluation over fewer than `min_rows` rows is not
-    counted all the same (too noisy). A batch's figure is held to `SPIKE` times the current one
-    (a call the machine preempted). A filter never measured gets the mean of the measured ones
-    (all 1.0 while none is), so the ratios the invariants compare are not biased by a lack of
-    data. `unit` ignores the times (every a_i = 1, as in the thesis' examples)."""
+    old conditions fade. Two sums are kept per filter: over every batch, and over the batches
+    in which it ran **first** — on the whole batch, its contiguous columns, as every filter does
+    when first. Only the latter put filters on equal footing. A filter run later sees the rows
+    that survived, gathered, often a few dozen, and what remains of a call's fixed cost after
+    the engine takes off its 1-row figure (engine/conjunction.py) then weighs on every row:
+    identical hash probes measured 130 ns a row first, 160, 310 and 580 ns second to fourth,
+    and an order that followed those figures followed the filters' positions, not their costs.
+
+    So a_i is the figure from the batches a filter ran first; a filter not yet measured first
+    gets the mean of those that were, or its all-batch figure where that is lower (a late
+    filter's figure errs high, so a lower one is a cheap filter showing: this is how a cheap
+    comparison written after an expensive match is seen to be cheaper before it has ever run
+    first). With no first-position figure at all the all-batch ones are used. An evaluation
+    over fewer than `min_rows` rows is not counted (too noisy). A batch's figure is held to
+    `SPIKE` times the current one (a call the machine preempted). A filter never measured gets
+    the mean of the measured ones (all 1.0 while none is), so the ratios the invariants compare
+    are not biased by a lack of data. `unit` ignores the times (every a_i = 1, as in the
+    thesis' examples)."""
 
     SPIKE = 2.0
+    Z = 2.0  # a cost difference counts when it exceeds Z standard deviations of the noise
 
     def __init__(self, n: int, decay: float = 0.9, unit: bool = False, min_rows: int = 32):
         self.decay, self.unit, self.min_rows = decay, unit, min_rows
-        self._seconds = np.zeros(n)
+        self._seconds = np.zeros(n)  # over every batch
         self._rows = np.zeros(n)
+        self._first_seconds = np.zeros(n)  # over the batches the filter ran first
+        self._first_rows = np.zeros(n)
+        # noise of a first-position figure: decayed mean square of log(batch figure / the
+        # filter's figure), pooled over filters
+        self._noise_sq, self._noise_w = 0.0, 0.0
 
-    def observe(self, rows: Sequence[int], seconds: Sequence[float]) -> None:
+    def observe(
+        self, rows: Sequence[int], seconds: Sequence[float], first: int | None = None
+    ) -> None:
+        """One batch: rows and seconds per filter (index); `first` ran first (None: unknown)."""
         if self.unit:
             return
         r = np.asarray(rows, dtype=float)
@@ -95,6 +115,18 @@ class FilterCosts:
         # A batch's time per row is held to SPIKE times the current figure: a call that the
         # machine preempted (another process, a GC pause) must not make a filter look dearer
         # than its peers for the next dozen batches. A real rise passes in a few batches.
+        if first is not None and seen[first]:
+            f = first
+            tf = t[f]
+            if self._first_rows[f] > 0:
+                current = self._first_seconds[f] / self._first_rows[f]
+                tf = min(tf, self.SPIKE * current * r[f])
+                if tf > 0 and current > 0:
+                    dev = np.log(tf / r[f] / current)
+                    self._noise_sq = self._noise_sq * self.decay + dev * dev
+                    self._noise_w = self._noise_w * self.decay + 1
+            self._first_seconds[f] = self._first_seconds[f] * self.decay + tf
+            self._first_rows[f] = self._first_rows[f] * self.decay + r[f]
         known = seen & (self._rows > 0)
         cap = self.SPIKE * self._seconds[known] / self._rows[known] * r[known]
         t[known] = np.minimum(t[known], cap)
@@ -107,7 +139,36 @@ class FilterCosts:
         seen = self._rows > 0
         if self.unit or not seen.any():
             return np.ones(n)
-        a = np.empty(n)
+        a = np.full(n, np.nan)
         a[seen] = np.maximum(self._seconds[seen] / self._rows[seen], 1e-12)
-        a[~seen] = a[seen].mean()
-        return a
+        first = self._first_rows > 0
+        if first.any():
+            typical = self._first_seconds[first] / self._first_rows[first]
+            a = np.fmin(a, typical.mean())  # not measured first: the mean, or lower
+            a[first] = np.maximum(typical, 1e-12)
+        a[np.isnan(a)] = a[~np.isnan(a)].mean()
+        return self._tie(a)
+
+    def noise(self) -> float:
+        """Standard deviation of log(a batch's figure / the filter's figure) at the first
+        position: how far apart the same filter measures from batch to batch."""
+        return float(np.sqrt(self._noise_sq / self._noise_w)) if self._noise_w else 0.0
+
+    def _tie(self, a: np.ndarray) -> np.ndarray:
+        """Filters whose figures are within `Z` × the noise of each other (in log, from the
+        cheapest of a group) get the group's geometric mean: a difference the measurement
+        cannot tell from noise must not decide ranks (equal-cost filters measured first at
+        different moments of a loaded machine differ by 2-3x)."""
+        width = self.Z * self.noise()
+        if width <= 0:
+            return a
+        logs = np.log(a)
+        out = logs.copy()
+        order = np.argsort(logs, kind="stable")
+        start = 0
+        for k in range(1, len(order) + 1):
+            if k == len(order) or logs[order[k]] - logs[order[start]] > width:
+                group = order[start:k]
+                out[group] = logs[group].mean()
+                start = k
+        return np.exp(out)

@@ -159,3 +159,57 @@ def test_static_never_profiles():
 def test_bad_parameters_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         AGreedy(3, **kwargs)
+
+
+def _position_biased(order, batch=1000, drop=0.5, fixed=20e-6, per_row=1e-7):
+    """Rows and seconds per filter (index) of one batch of equal-cost filters in `order`: each
+    call keeps `fixed` seconds of fixed cost (what the engine's 1-row figure leaves), so a
+    filter run late, on few rows, looks dearer per row."""
+    n = len(order)
+    rows, seconds = [0] * n, [0.0] * n
+    m = batch
+    for f in order:
+        rows[f], seconds[f] = m, fixed + per_row * m
+        m = int(m * (1 - drop))
+    return rows, seconds
+
+
+def test_equal_cost_filters_stay_tied_whatever_their_positions():
+    c = FilterCosts(3)
+    late = FilterCosts(3)  # the figures over every batch only
+    for order in [[0, 1, 2]] * 10 + [[1, 0, 2]] * 10 + [[2, 0, 1]] * 10:
+        rows, seconds = _position_biased(order)
+        c.observe(rows, seconds, first=order[0])
+        late.observe(rows, seconds)
+    a = c.values()
+    assert a.max() / a.min() == pytest.approx(1.0)
+    assert late.values().max() / late.values().min() > 1.1  # apart by recent positions alone
+
+
+def test_a_filter_never_first_takes_the_mean_or_its_own_lower_figure():
+    c = FilterCosts(3)
+    for _ in range(5):
+        rows, seconds = _position_biased([0, 1, 2])
+        seconds[2] = 0.1 * seconds[2]  # F3, last, is cheap even with its fixed cost
+        c.observe(rows, seconds, first=0)
+    a = c.values()
+    assert a[1] == pytest.approx(a[0])  # F2's late figure errs high: the first one's instead
+    assert a[2] < a[0] / 2  # F3's is lower: kept
+
+
+def test_differences_within_the_noise_tie_and_larger_ones_count():
+    rng = np.random.default_rng(3)
+    c = FilterCosts(3)
+    # each filter measured first in its own stretch of batches, the machine's speed varying
+    # by +-30% from batch to batch; F3 is 20x dearer
+    for f, per_row in ((0, 1e-7), (1, 1e-7), (2, 2e-6)):
+        for _ in range(20):
+            seconds = [0.0, 0.0, 0.0]
+            seconds[f] = per_row * 1000 * rng.uniform(0.7, 1.3)
+            rows = [0, 0, 0]
+            rows[f] = 1000
+            c.observe(rows, seconds, first=f)
+    a = c.values()
+    assert c.noise() > 0
+    assert a[0] == pytest.approx(a[1])  # the same cost: tied whatever the last batches said
+    assert a[2] > 10 * a[0]
