@@ -89,6 +89,8 @@ def _run(workdir: Path, text: str) -> Run:
         red = getattr(op, "reduction", None)
         if red is not None:
             result.reductions.append(f"{op.name}: {red.describe()}")
+        elif getattr(op, "cluster", None) is not None:
+            result.reductions.append(f"{op.name}: {op.describe_reduction()}")
     return result
 
 
