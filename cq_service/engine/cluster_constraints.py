@@ -45,40 +45,66 @@ class ClusterConstraint:
         return f"CA(k={k})" + (f" {self.label}" if self.label else "")
 
 
+def _origins(op: L.LogicalOp, index: int) -> list[tuple[str, str]]:
+    """The streams and stream views, with their column, that column `index` of `op` is,
+    unchanged: through windows, selections, projections and into stream views (a selection of
+    a stream keeps its CA(k); the tracker does not rely on the order within an instant)."""
+    out: list[tuple[str, str]] = []
+    while True:
+        end = origin(op, index)
+        if end is None:
+            return out
+        out.append(end)
+        while isinstance(op, L.WindowOp | L.Filter | L.Project):
+            if isinstance(op, L.Project):
+                e = op.exprs[index]
+                assert isinstance(e, L.ColRef)
+                index = e.index
+            op = op.input
+        if not isinstance(op, L.View):
+            return out
+        op = op.input
+
+
 def partition_constraint(
     op: L.WindowOp, constraints: Declared
 ) -> tuple[ClusterConstraint, ConstraintSpec] | None:
-    """The CA constraint a partitioned rows window may use: one declared on the stream it reads,
-    on a column that is one of its partition keys, unchanged; with its declaration. None when
-    there is none."""
+    """The CA constraint a partitioned rows window may use: one declared on the stream it reads
+    (or on a stream view between), on the column it is partitioned by, unchanged; with its
+    declaration. None when there is none."""
     w = op.window
     if not constraints or w.kind != "rows" or len(w.partition_by or ()) != 1:
         return None
     for pos, index in enumerate(w.partition_by):
-        end = origin(op.input, index)
-        if end is None:
-            continue
-        stream, column = end
-        for c in constraints.get(stream.lower(), ()):
-            if c.kind == "ca" and c.attribute.lower() == column.lower():
-                return ClusterConstraint(pos, c.k, f"on {stream}.{column}"), c
+        for stream, column in _origins(op.input, index):
+            for c in constraints.get(stream.lower(), ()):
+                if c.kind == "ca" and c.attribute.lower() == column.lower():
+                    return ClusterConstraint(pos, c.k, f"on {stream}.{column}"), c
     return None
 
 
 class ClusterTracker:
-    """Which values of the clustered attribute are closed, by arrival count.
+    """Which values of the clustered attribute are closed, by arrival count and instant.
 
-    Per open value v, b_v = (position of v's first arrival) + (v's arrivals): after T arrivals
-    in all, T − b_v other-valued tuples followed v's first, and v is closed once that exceeds k.
-    A lazy min-heap on b_v finds the closed values; `arrive` returns them (they are forgotten:
-    a later arrival of v starts a new cluster, and is the caller's violation to count)."""
+    Arrivals within an instant may come in another order than the stream's (a view
+    consolidates per instant), so only arrivals at instants after a value's first count, and
+    only once their instant is complete (a later timestamp arrived): per value v first seen at
+    instant f, b_v = (arrivals up to and including f) + (v's arrivals after f); after `done`
+    arrivals at complete instants, at least done − b_v other-valued tuples followed v's first in
+    any order within instants, and v is closed once that exceeds k. A lazy min-heap on b_v finds
+    them; `arrive` returns them (forgotten: a later arrival of v starts a new cluster, and is
+    the caller's violation to count)."""
 
     def __init__(self, adherence: Adherence | None = None) -> None:
         self.adherence: Adherence = adherence or FixedAdherence(math.inf)
-        self._t = 0
-        self._base: dict[Hashable, int] = {}
+        self._done = 0  # arrivals at complete instants
+        self._now: int | None = None  # the current (incomplete) instant
+        self._now_count = 0  # arrivals at it
+        self._fresh: list[Hashable] = []  # values first seen at it
+        self._base: dict[Hashable, int] = {}  # open value -> b_v
         self._heap: list[tuple[int, int, Hashable]] = []  # (b_v when filed, tie, v)
         self._tie = 0
+        self._fresh_set: set[Hashable] = set()
 
     @property
     def k(self) -> float:
@@ -87,29 +113,43 @@ class ClusterTracker:
     @property
     def open(self) -> int:
         """Values whose cluster may still grow."""
-        return len(self._base)
+        return len(self._base) + len(self._fresh)
 
-    def arrive(self, values: Sequence[Hashable]) -> list[Hashable]:
-        """Arrivals, in order, by value; the values closed after them."""
+    def arrive(self, values: Sequence[Hashable], ts: Sequence[int]) -> list[Hashable]:
+        """Arrivals, in order, by value and timestamp (non-decreasing); the values closed
+        after them."""
         self.adherence.observe(0, values)
-        base = self._base
-        for v in values:
+        base, fresh = self._base, self._fresh
+        for v, t in zip(values, ts):
+            if self._now is None or t > self._now:
+                self._complete()
+                self._now = t
+            self._now_count += 1
             b = base.get(v)
-            if b is None:
-                base[v] = self._t + 1
-                self._tie += 1
-                heapq.heappush(self._heap, (self._t + 1, self._tie, v))
-            else:
+            if b is not None:
                 base[v] = b + 1
-            self._t += 1
+            elif v not in self._fresh_set:
+                fresh.append(v)
+                self._fresh_set.add(v)
         return self._closed()
 
+    def _complete(self) -> None:
+        """The current instant is complete: its new values get b_v."""
+        self._done += self._now_count
+        self._now_count = 0
+        for v in self._fresh:
+            self._base[v] = self._done
+            self._tie += 1
+            heapq.heappush(self._heap, (self._done, self._tie, v))
+        self._fresh.clear()
+        self._fresh_set.clear()
+
     def _closed(self) -> list[Hashable]:
-        k, t, heap, base = self.k, self._t, self._heap, self._base
+        k, done, heap, base = self.k, self._done, self._heap, self._base
         out: list[Hashable] = []
         if math.isinf(k):
             return out
-        while heap and t - heap[0][0] > k:
+        while heap and done - heap[0][0] > k:
             filed, _, v = heapq.heappop(heap)
             b = base.get(v)
             if b is None or b < filed:
@@ -124,4 +164,4 @@ class ClusterTracker:
 
     def nbytes(self) -> int:
         """The tracker's own state: 16 bytes per open value (b_v and the heap entry)."""
-        return 16 * len(self._base)
+        return 16 * self.open

@@ -128,14 +128,26 @@ def test_broken_constraint_misses_exactly_the_counted_retractions(
 
 def test_tracker_closes_after_k_others():
     t = ClusterTracker()
-    assert t.arrive([1, 1, 2]) == []  # k = ∞
+    assert t.arrive([1, 1, 2], [0, 1, 2]) == []  # k = ∞
+
     t = ClusterTracker(FixedAdherence(1))
-    assert t.arrive([1, 2]) == []  # one other since 1's first
-    assert t.arrive([1]) == []  # 1's own arrival does not count
-    assert sorted(t.arrive([3])) == [1, 2]  # 2 and 3 followed 1's first; 1 and 3 2's
-    assert t.arrive([4]) == []  # only 4 followed 3's first
-    assert t.arrive([5]) == [3]
-    assert t.open == 2
+    assert t.arrive([1, 2], [0, 1]) == []  # one other since 1's first
+    assert t.arrive([1], [2]) == []  # 1's own arrival does not count
+    assert t.arrive([3], [3]) == []  # instant 3 is not complete
+    assert sorted(t.arrive([4], [4])) == [1, 2]  # 2 and 3 followed 1's first; 1 and 3 2's
+    assert t.arrive([5], [5]) == []  # only 4 followed 3's first
+    assert t.arrive([6], [6]) == [3]
+    assert t.open == 3
+
+
+def test_tracker_counts_no_arrival_of_a_value_s_first_instant():
+    """Order within an instant may differ from the stream's: what shares v's first instant
+    never counts as following it."""
+    t = ClusterTracker(FixedAdherence(1))
+    assert t.arrive([1, 2, 3, 4], [0, 0, 0, 0]) == []
+    assert t.arrive([5], [1]) == []
+    assert t.arrive([6], [2]) == []  # instant 1 complete: one arrival after instant 0
+    assert sorted(t.arrive([7], [3])) == [1, 2, 3, 4]
 
 
 def test_a_broken_stream_is_counted():

@@ -178,7 +178,7 @@ class PartitionRowsWindow(WindowOperator):
                 out_w.append(-1)
             else:
                 self._rows += 1
-        for key in self._closed(arrived):
+        for key in self._closed(arrived, adm.ts):
             part = self._parts.pop(key)
             self._forget(key, len(part))
         return Batch.from_rows(out_rows, out_ts, out_w, self.out_types)
@@ -191,12 +191,12 @@ class PartitionRowsWindow(WindowOperator):
             if r:
                 self._reopened[key] = r
 
-    def _closed(self, keys: list[tuple]) -> list[tuple]:
-        """The partitions whose clusters closed after these arrivals."""
+    def _closed(self, keys: list[tuple], ts: np.ndarray) -> list[tuple]:
+        """The partitions whose clusters closed after these arrivals (their timestamps)."""
         if self._tracker is None:
             return []
         pos = self.cluster.key  # type: ignore[union-attr]
-        closed = self._tracker.arrive([key[pos] for key in keys])
+        closed = self._tracker.arrive([key[pos] for key in keys], ts.tolist())
         return [(v,) for v in closed]
 
     def _forget(self, key: tuple, rows: int) -> None:
@@ -277,7 +277,7 @@ class PartitionRowsWindow(WindowOperator):
             out = Batch.concat([plus, minus]).take(order)
         if self.cluster is not None:
             keys = self._batch_keys
-            for key in self._closed([keys[i] for i in self._batch_keys_of]):
+            for key in self._closed([keys[i] for i in self._batch_keys_of], adm.ts):
                 s = self._slots.pop(key)
                 self._forget(key, int(min(self._total[s], n)))
                 self._total[s] = 0
