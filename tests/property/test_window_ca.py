@@ -159,3 +159,27 @@ def test_a_broken_stream_is_counted():
         missing = Counter(plain) - Counter(got)
         assert op.violations > 0 and op.missed > 0
         assert sum(missing.values()) == op.missed
+
+
+def test_snapshot_and_restore_keep_the_reduction():
+    """A window restored from a snapshot taken mid-stream continues as if never stopped."""
+    import pickle
+
+    values = ca_stream(random.Random(5), 120, 3, 0.0)
+    whole, _, _ = run(values, 2, 3, 4)
+
+    def make(name, i, o):
+        return PartitionRowsWindow(name, i, o, 2, (0,), None, cluster=ClusterConstraint(0, 3))
+
+    first, second = Harness(make), Harness(make)
+    cut = 60
+    for s in range(0, cut, 4):
+        chunk = values[s : s + 4]
+        first.feed(B(*[(s + j, (v, f"r{s + j}")) for j, v in enumerate(chunk)]))
+    second.op.restore(pickle.loads(pickle.dumps(first.op.snapshot())))
+    for s in range(cut, len(values), 4):
+        chunk = values[s : s + 4]
+        second.feed(B(*[(s + j, (v, f"r{s + j}")) for j, v in enumerate(chunk)]))
+    second.feed(len(values) + 1)
+    assert first.out.elements + second.out.elements == whole
+    assert second.op.dropped > first.op.dropped > 0

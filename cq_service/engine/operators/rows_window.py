@@ -81,6 +81,7 @@ class PartitionRowsWindow(WindowOperator):
     difference in the output."""
 
     kind = "partitioned rows window"
+    STRUCTURE = frozenset({"cluster"})
 
     RING_LIMIT = 1024  # above this N a partition × N ring wastes memory: per-tuple loop
 
@@ -207,8 +208,9 @@ class PartitionRowsWindow(WindowOperator):
         self._rows -= rows
         self.dropped += 1
 
-    def _slot_of(self, adm: Batch) -> np.ndarray:
-        """Each tuple's partition (its row of the ring); new partitions get new rows."""
+    def _slot_of(self, adm: Batch) -> tuple[np.ndarray, list[tuple]]:
+        """Each tuple's partition (its row of the ring; new partitions get new rows), and each
+        tuple's partition key when the window uses a CA constraint (else [])."""
         local = _group_codes([adm.columns[k] for k in self.keys])
         _, first, inverse = np.unique(local, return_index=True, return_inverse=True)
         reps = [adm.columns[k].take(pa.array(first)).to_pylist() for k in self.keys]
@@ -220,19 +222,20 @@ class PartitionRowsWindow(WindowOperator):
                 self._slots[key] = s
                 self._reopen(key)
             slots[u] = s
+        keys: list[tuple] = []
         if self.cluster is not None:
-            self._batch_keys = [tuple(x) for x in zip(*reps)]
-            self._batch_keys_of = inverse.reshape(-1)
+            distinct = list(zip(*reps))
+            keys = [distinct[i] for i in inverse.reshape(-1).tolist()]
         if len(self._slots) + len(self._free) > len(self._total):
             grow = max(len(self._slots) + len(self._free), 2 * len(self._total), 64)
             self._total = np.concatenate([self._total, np.zeros(grow - len(self._total), np.int64)])
             extra = np.zeros((grow - len(self._ring), self._ring.shape[1]), np.int64)
             self._ring = np.concatenate([self._ring, extra])
-        return slots[inverse.reshape(-1)]
+        return slots[inverse.reshape(-1)], keys
 
     def _vectorised(self, adm: Batch) -> Batch:
         n, m = self.n, len(adm)
-        slot = self._slot_of(adm)
+        slot, keys = self._slot_of(adm)
         ids = self._stored + np.arange(m)
         self._store.append(list(adm.columns))
         self._stored += m
@@ -276,8 +279,7 @@ class PartitionRowsWindow(WindowOperator):
             order = np.argsort(np.concatenate([2 * np.arange(m), 2 * disp + 1]))
             out = Batch.concat([plus, minus]).take(order)
         if self.cluster is not None:
-            keys = self._batch_keys
-            for key in self._closed([keys[i] for i in self._batch_keys_of], adm.ts):
+            for key in self._closed(keys, adm.ts):
                 s = self._slots.pop(key)
                 self._forget(key, int(min(self._total[s], n)))
                 self._total[s] = 0
