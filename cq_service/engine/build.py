@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from cq_service.cql import logical as L
 from cq_service.engine.cache_policy import CacheSelector
+from cq_service.engine.cluster_constraints import partition_constraint
 from cq_service.engine.executor import Executor
 from cq_service.engine.filter_order import OrdererFactory
 from cq_service.engine.join_constraints import AdherenceFactory, Declared, join_constraint
@@ -206,13 +207,17 @@ def _cache_selector(orderers: OrdererFactory | None, n: int) -> CacheSelector | 
     return None if make is None else make(n)
 
 
-def _window(op: L.WindowOp, name, ins, out, **_) -> Operator:
+def _window(op: L.WindowOp, name, ins, out, constraints=None, **_) -> Operator:
     w = op.window
     if w.kind == "unbounded":
         return UnboundedWindow(name, ins, out, w.where)
     if w.kind == "rows":
         if w.partition_by:
-            return PartitionRowsWindow(name, ins, out, w.n, w.partition_by, w.where)  # type: ignore[arg-type]
+            found = partition_constraint(op, constraints or {})
+            return PartitionRowsWindow(
+                name, ins, out, w.n, w.partition_by, w.where,  # type: ignore[arg-type]
+                cluster=None if found is None else found[0],
+            )
         return RowsWindow(name, ins, out, w.n, w.where)  # type: ignore[arg-type]
     return RangeWindow(
         name, ins, out, w.size, w.slide, w.where, w.granularity, op.owner, op.names  # type: ignore[arg-type]

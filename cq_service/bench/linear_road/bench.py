@@ -20,18 +20,34 @@ from typing import Any
 
 from cq_service.bench.linear_road.check import OUTPUTS, PIPELINE, _bag_minus, _key, read_outputs
 
-__all__ = ["CONSTRAINTS", "VIEWS", "ViewState", "bench", "with_constraints"]
+__all__ = ["CONSTRAINTS", "VIEWS", "ViewState", "bench", "clustering_k", "with_constraints"]
 
 # The views the thesis measures (STREAM's names). CarExitStr is the `exiting` column of
 # CurCarSeg in this pipeline, so it has no operators of its own.
 VIEWS = ("CurCarSeg", "AccSeg", "CarExitStr", "NegTollStr")
 
 # What the generator promises, declared on the pipeline's stream: a car's reports come
-# clustered (CA on vid) and time is ordered (OA(0) on time).
+# clustered (CA on vid) and time is ordered (OA(0) on time). CA_K replaces the k of `ca`.
 CONSTRAINTS = """    constraints:
-      - {kind: ca, attribute: vid, k: auto}
+      - {kind: ca, attribute: vid, k: CA_K}
       - {kind: oa, attribute: time, k: 0}
 """
+
+
+def clustering_k(rows: Sequence[Mapping[str, int]], attribute: str = "vid") -> int:
+    """The true k of CA on `attribute` in `rows` (arrival order): the most other-valued rows
+    after a value's first row and before one of its later rows (thesis 003 §6.2)."""
+    first: dict[int, int] = {}
+    count: dict[int, int] = {}
+    k = 0
+    for t, r in enumerate(rows):
+        v = r[attribute]
+        if v in first:
+            k = max(k, t - first[v] - count[v])
+            count[v] += 1
+        else:
+            first[v], count[v] = t, 1
+    return k
 
 
 @dataclass
@@ -50,12 +66,12 @@ class Run:
     reductions: list[str] = field(default_factory=list)
 
 
-def with_constraints(text: str) -> str:
-    """The pipeline text with `CONSTRAINTS` declared on its Input stream."""
+def with_constraints(text: str, ca_k: int | str = "auto") -> str:
+    """The pipeline text with `CONSTRAINTS` (CA's k = `ca_k`) declared on its Input stream."""
     anchor = "    source: {type: file, path: data/input.jsonl, format: jsonl}\n"
     if anchor not in text:
         raise ValueError("the Linear Road pipeline's Input source line changed")
-    return text.replace(anchor, anchor + CONSTRAINTS, 1)
+    return text.replace(anchor, anchor + CONSTRAINTS.replace("CA_K", str(ca_k)), 1)
 
 
 def _run(workdir: Path, text: str) -> Run:
@@ -89,6 +105,8 @@ def _run(workdir: Path, text: str) -> Run:
         red = getattr(op, "reduction", None)
         if red is not None:
             result.reductions.append(f"{op.name}: {red.describe()}")
+        elif getattr(op, "cluster", None) is not None:
+            result.reductions.append(f"{op.name}: {op.describe_reduction()}")
     return result
 
 
@@ -101,9 +119,14 @@ def _equal(got: Mapping[str, list], want: Mapping[str, list]) -> bool:
     return True
 
 
-def bench(rows: Sequence[Mapping[str, int]], workdir: Path, duration: int) -> dict[str, Any]:
-    """Both runs over `rows` (simulated `duration` seconds at L = 1) in `workdir`; the JSON
-    report."""
+def bench(
+    rows: Sequence[Mapping[str, int]], workdir: Path, duration: int, ca_k: int | str = "auto"
+) -> dict[str, Any]:
+    """Both runs over `rows` (simulated `duration` seconds at L = 1) in `workdir`, the second
+    with CA(`ca_k`) on vid (`"true"`: the input's own k, `clustering_k`); the JSON report."""
+    true_k = clustering_k(rows)
+    if ca_k == "true":
+        ca_k = true_k
     from cq_service.bench.linear_road.check import comparable_expected, write_input
     from cq_service.bench.linear_road.validator import validate
 
@@ -111,7 +134,7 @@ def bench(rows: Sequence[Mapping[str, int]], workdir: Path, duration: int) -> di
     write_input(rows, workdir)
     text = PIPELINE.read_text()
     plain = _run(workdir, text)
-    constrained = _run(workdir, with_constraints(text))
+    constrained = _run(workdir, with_constraints(text, ca_k))
     shutil.rmtree(workdir / "out", ignore_errors=True)
     last = max((int(r["time"]) for r in rows), default=0)
     want = comparable_expected(validate(list(rows)), last)
@@ -131,7 +154,11 @@ def bench(rows: Sequence[Mapping[str, int]], workdir: Path, duration: int) -> di
         "duration_s": duration,
         "input_rows": len(rows),
         "views": views,
-        "constraints": [line.strip().removeprefix("- ") for line in CONSTRAINTS.splitlines()[1:]],
+        "constraints": [
+            line.strip().removeprefix("- ").replace("CA_K", str(ca_k))
+            for line in CONSTRAINTS.splitlines()[1:]
+        ],
+        "ca_vid_true_k": true_k,
         "reductions_in_use": constrained.reductions,
         "validated": {
             "without": _equal(plain.outputs, want),

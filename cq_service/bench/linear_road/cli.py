@@ -107,6 +107,11 @@ def bench_linear_road(
     duration: int = typer.Option(10800, help="seconds of simulated traffic (without --quick)"),
     seed: int = typer.Option(0, help="random seed"),
     workdir: Path = typer.Option(Path("linear-road-bench"), help="folder for input and output"),
+    ca_k: str = typer.Option(
+        "auto",
+        "--ca-k",
+        help="k of CA on vid: auto (a window keeps k = ∞), an integer, or 'true' (the input's)",
+    ),
 ) -> None:
     """State per view with and without k-constraints, time per tuple, the validator's verdict
     and the time compression at L = 1 (docs/linear-road.md, "The benchmark"); exit 1 when a
@@ -118,7 +123,7 @@ def bench_linear_road(
 
     seconds = 300 if quick else duration
     rows = pa.concat_tables(generate(GeneratorConfig(duration=seconds, seed=seed))).to_pylist()
-    report = bench(rows, workdir, seconds)
+    report = bench(rows, workdir, seconds, ca_k if ca_k in ("auto", "true") else int(ca_k))
     report["quick"] = quick
     if as_json:
         typer.echo(json.dumps(report, indent=2))

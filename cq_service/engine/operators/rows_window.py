@@ -1,11 +1,13 @@
 """`[Rows N]` and `[Partition By a, … Rows N]`: the last N tuples (per partition).
 
 A tuple leaves when the N-th tuple after it (in its partition) arrives, at that tuple's
-timestamp. Ties keep arrival order.
+timestamp. Ties keep arrival order. A partitioned window keyed by a clustered attribute may
+forget closed partitions (CA(k); engine/cluster_constraints.py).
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 
 import numpy as np
@@ -14,6 +16,8 @@ import pyarrow.compute as pc
 
 from cq_service.cql.logical import BExpr
 from cq_service.engine.batch import Batch
+from cq_service.engine.cluster_constraints import ClusterConstraint, ClusterTracker
+from cq_service.engine.join_constraints import Adherence, FixedAdherence
 from cq_service.engine.operators.window_base import WindowOperator
 from cq_service.engine.queues import Queue, QueueReader
 
@@ -66,9 +70,18 @@ class PartitionRowsWindow(WindowOperator):
 
     Partition keys compare as Python values (NULLs form one partition). Float keys (NaN is a
     partition of its own each time, as in Python) and very large N keep the plain per-tuple
-    loop."""
+    loop.
+
+    With `cluster` (CA(k) on the partition key) a partition whose value's cluster closed at the
+    end of a batch is forgotten: its ring row is reused, its rows leave the store at the next
+    compaction, and a 16-byte tombstone (its rows' count) stays. An arrival in a forgotten
+    partition breaks the constraint: it is counted (`violations`) and the partition starts
+    afresh, so the forgotten rows are never retracted — the retractions the plain window would
+    emit at that partition's next N arrivals (`missed`, counted exactly) are the only
+    difference in the output."""
 
     kind = "partitioned rows window"
+    STRUCTURE = frozenset({"cluster"})
 
     RING_LIMIT = 1024  # above this N a partition × N ring wastes memory: per-tuple loop
 
@@ -80,10 +93,23 @@ class PartitionRowsWindow(WindowOperator):
         n: int,
         keys: tuple[int, ...],
         where: BExpr | None,
+        cluster: ClusterConstraint | None = None,
+        adherence: Adherence | None = None,
     ):
         super().__init__(name, inputs, output, where)
         self.n = n
         self.keys = keys
+        self.cluster = cluster
+        self._tracker: ClusterTracker | None = None
+        if cluster is not None:
+            k = math.inf if cluster.k is None else cluster.k
+            self._tracker = ClusterTracker(adherence or FixedAdherence(k))
+        self._tombs: dict[tuple, int] = {}  # forgotten partition -> the plain window's rows there
+        self._reopened: dict[tuple, int] = {}  # broken partition -> its forgotten rows
+        self._free: list[int] = []  # ring rows of forgotten partitions
+        self.dropped = 0  # partitions forgotten
+        self.violations = 0  # arrivals in a forgotten partition
+        self.missed = 0  # retractions the plain window emits and this one does not
         self._rows = 0
         self._vector: bool | None = None  # decided by the key types of the first batch
         self._parts: dict[tuple, deque[tuple]] = {}  # the per-tuple loop's state
@@ -94,10 +120,22 @@ class PartitionRowsWindow(WindowOperator):
         self._stored = 0
 
     def describe(self) -> str:
-        return f"partitioned rows window [Partition By {list(self.keys)} Rows {self.n}]"
+        base = f"partitioned rows window [Partition By {list(self.keys)} Rows {self.n}]"
+        return base if self.cluster is None else f"{base} using {self.cluster.describe()}"
+
+    def describe_reduction(self) -> str:
+        """k in use, partitions forgotten, violations and missed retractions."""
+        assert self._tracker is not None
+        return (
+            f"CA k={self._tracker.k}: {self.dropped} partitions forgotten, "
+            f"{self.violations} violations, {self.missed} missed retractions"
+        )
 
     def state_size(self) -> tuple[int, int]:
-        return self._rows, self._rows * 8 * (len(self.out_types) + 2)
+        extra = 16 * len(self._tombs)
+        if self._tracker is not None:
+            extra += self._tracker.nbytes()
+        return self._rows, self._rows * 8 * (len(self.out_types) + 2) + extra
 
     def on_batch(self, batch: Batch) -> None:
         adm = self.admit(batch)
@@ -118,11 +156,19 @@ class PartitionRowsWindow(WindowOperator):
         out_rows: list[tuple] = []
         out_ts: list[int] = []
         out_w: list[int] = []
+        arrived: list[tuple] = []
         for row, t in zip(adm.rows(), adm.ts.tolist()):
             key = tuple(row[k] for k in self.keys)
+            arrived.append(key)
             part = self._parts.get(key)
             if part is None:
                 part = self._parts[key] = deque()
+                self._reopen(key)
+            r = self._reopened.get(key)
+            if r is not None:
+                self.missed += int(self.n - r <= len(part) < self.n)
+                if len(part) + 1 >= self.n:
+                    del self._reopened[key]
             part.append(row)
             out_rows.append(row)
             out_ts.append(t)
@@ -133,10 +179,38 @@ class PartitionRowsWindow(WindowOperator):
                 out_w.append(-1)
             else:
                 self._rows += 1
+        for key in self._closed(arrived, adm.ts):
+            part = self._parts.pop(key)
+            self._forget(key, len(part))
         return Batch.from_rows(out_rows, out_ts, out_w, self.out_types)
 
-    def _slot_of(self, adm: Batch) -> np.ndarray:
-        """Each tuple's partition (its row of the ring); new partitions get new rows."""
+    def _reopen(self, key: tuple) -> None:
+        """A new partition: if it was forgotten, the constraint is broken."""
+        r = self._tombs.pop(key, None)
+        if r is not None:
+            self.violations += 1
+            if r:
+                self._reopened[key] = r
+
+    def _closed(self, keys: list[tuple], ts: np.ndarray) -> list[tuple]:
+        """The partitions whose clusters closed after these arrivals (their timestamps)."""
+        if self._tracker is None:
+            return []
+        pos = self.cluster.key  # type: ignore[union-attr]
+        closed = self._tracker.arrive([key[pos] for key in keys], ts.tolist())
+        return [(v,) for v in closed]
+
+    def _forget(self, key: tuple, rows: int) -> None:
+        """Drop a closed partition of `rows` live rows, leaving its tombstone: the rows the
+        plain window holds there (more than ours if it was reopened)."""
+        r = self._reopened.pop(key, 0)
+        self._tombs[key] = min(r + rows, self.n) if r else rows
+        self._rows -= rows
+        self.dropped += 1
+
+    def _slot_of(self, adm: Batch) -> tuple[np.ndarray, list[tuple]]:
+        """Each tuple's partition (its row of the ring; new partitions get new rows), and each
+        tuple's partition key when the window uses a CA constraint (else [])."""
         local = _group_codes([adm.columns[k] for k in self.keys])
         _, first, inverse = np.unique(local, return_index=True, return_inverse=True)
         reps = [adm.columns[k].take(pa.array(first)).to_pylist() for k in self.keys]
@@ -144,18 +218,24 @@ class PartitionRowsWindow(WindowOperator):
         for u, key in enumerate(zip(*reps)):  # one dict look-up per distinct key of the batch
             s = self._slots.get(key)
             if s is None:
-                s = self._slots[key] = len(self._slots)
+                s = self._free.pop() if self._free else len(self._slots)
+                self._slots[key] = s
+                self._reopen(key)
             slots[u] = s
-        if len(self._slots) > len(self._total):
-            grow = max(len(self._slots), 2 * len(self._total), 64)
+        keys: list[tuple] = []
+        if self.cluster is not None:
+            distinct = list(zip(*reps))
+            keys = [distinct[i] for i in inverse.reshape(-1).tolist()]
+        if len(self._slots) + len(self._free) > len(self._total):
+            grow = max(len(self._slots) + len(self._free), 2 * len(self._total), 64)
             self._total = np.concatenate([self._total, np.zeros(grow - len(self._total), np.int64)])
             extra = np.zeros((grow - len(self._ring), self._ring.shape[1]), np.int64)
             self._ring = np.concatenate([self._ring, extra])
-        return slots[inverse.reshape(-1)]
+        return slots[inverse.reshape(-1)], keys
 
     def _vectorised(self, adm: Batch) -> Batch:
         n, m = self.n, len(adm)
-        slot = self._slot_of(adm)
+        slot, keys = self._slot_of(adm)
         ids = self._stored + np.arange(m)
         self._store.append(list(adm.columns))
         self._stored += m
@@ -174,6 +254,8 @@ class PartitionRowsWindow(WindowOperator):
         count[perm] = np.repeat(counts, counts)
         before = self._total[slot]
         g = before + rank
+        if self._reopened:
+            self._count_missed(slot, g)
         # Arrival g displaces arrival g − N of its partition: in the ring if it came before
         # this batch, else the batch's arrival of rank g − N − before.
         disp = np.flatnonzero(g >= n)
@@ -196,9 +278,27 @@ class PartitionRowsWindow(WindowOperator):
             # Each displaced tuple's retraction right after the arrival that displaced it.
             order = np.argsort(np.concatenate([2 * np.arange(m), 2 * disp + 1]))
             out = Batch.concat([plus, minus]).take(order)
+        if self.cluster is not None:
+            for key in self._closed(keys, adm.ts):
+                s = self._slots.pop(key)
+                self._forget(key, int(min(self._total[s], n)))
+                self._total[s] = 0
+                self._free.append(s)
         if self._stored > 2 * self._rows + self.COMPACT_SLACK or len(self._store) > 64:
             self._compact()
         return out
+
+    def _count_missed(self, slot: np.ndarray, g: np.ndarray) -> None:
+        """Arrivals in reopened partitions: those at which the plain window retracts a
+        forgotten row (its partition's ordinals N − r … N − 1)."""
+        for key, r in list(self._reopened.items()):
+            s = self._slots.get(key)
+            if s is None:
+                continue
+            mine = g[slot == s]
+            self.missed += int(np.count_nonzero((mine >= self.n - r) & (mine < self.n)))
+            if len(mine) and int(mine.max()) >= self.n - 1:
+                del self._reopened[key]
 
     COMPACT_SLACK = 65_536  # stored tuples no longer live, beyond the live ones, before compacting
 
