@@ -138,20 +138,22 @@ image-local:
 
 # The images of tests/containers, built here with no registry (README "Testing with
 # containers"): Docker is started when none answers (docker/dockerd.sh; Debian's docker.io and
-# debootstrap are apt-installed when absent, as root), the Debian base, with the packages all three
-# images need, is bootstrapped once (its root file system and .debs cached in
-# ~/.cache/cq-containers), then the worker (its dependencies as wheels built here from pip's
-# cache), Kafka (the jars of `make services`) and PostgreSQL (Debian's) are built at once, cached
-# by Docker's layer cache (tests/containers/images.py). Builds use Debian's client
-# (/usr/bin/docker: BuildKit built in). `make test` builds them when a daemon can run
-# (containers-if-docker) and else the e2e test falls back.
+# debootstrap are apt-installed when absent, as root); the Debian base, with the packages all
+# three images need, is bootstrapped once (root file system and .debs cached in
+# ~/.cache/cq-containers) while the worker's dependencies are built here as wheels from pip's
+# cache (docker/wheels); then the worker, Kafka (the jars of `make services`) and PostgreSQL
+# (Debian's) are built at once, cached by Docker's layer cache (tests/containers/images.py).
+# Builds use Debian's client (/usr/bin/docker: BuildKit built in). `make test` builds them when
+# a daemon can run (containers-if-docker) and else the e2e test falls back.
 DOCKERD     := /usr/sbin/dockerd
 DEBOOTSTRAP := /usr/sbin/debootstrap
 DEB_DOCKER  := /usr/bin/docker
 .PHONY: containers containers-if-docker
 containers: $(STAMP) $(DOCKERD) $(DEBOOTSTRAP)
 	DOCKER=$(DEB_DOCKER) docker/dockerd.sh
-	DOCKER=$(DEB_DOCKER) docker/debian-base.sh $(LOCAL_BASE)
+	$(PY) -m tests.containers.images wheels & wheels=$$!; \
+	DOCKER=$(DEB_DOCKER) docker/debian-base.sh $(LOCAL_BASE); status=$$?; \
+	wait $$wheels && exit $$status
 	DOCKER=$(DEB_DOCKER) CQ_WORKER_IMAGE=$(IMAGE) $(PY) -m tests.containers.images build $(LOCAL_BASE)
 
 containers-if-docker: $(DOCKERD) $(DEBOOTSTRAP)

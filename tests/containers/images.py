@@ -1,7 +1,8 @@
 """The three locally built images tests/containers runs, and their builds:
 `python -m tests.containers.images build BASE` (`make containers`) builds the worker
 (docker/Dockerfile), Kafka (docker/kafka) and PostgreSQL (docker/postgres) on the local Debian
-image BASE (docker/debian-base.sh), all three at once.
+image BASE (docker/debian-base.sh), all three at once; `... images wheels` builds the worker's
+wheels alone (`make containers` runs it while the base is bootstrapped).
 
 The worker's dependencies are wheels built on the host by this interpreter's pip into
 docker/wheels, pinned to the versions installed here (the venv the tests run), so pip's cache
@@ -21,6 +22,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 from pathlib import Path
@@ -68,31 +70,10 @@ def kafka_context(target: Path) -> Path:
     return target
 
 
-def wheels(target: Path, base: str, docker: str) -> bool:
+def wheels(target: Path) -> None:
     """Fill `target` with wheels of the package's dependencies and build requirements, at the
-    versions installed in this interpreter's environment, from pip's cache where it has them.
-    False (and `target` left empty) when `base`'s Python differs from this one."""
-    for old in target.glob("*.whl"):
-        old.unlink()
-    ours = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    theirs = subprocess.run(
-        [
-            docker,
-            "run",
-            "--rm",
-            "--entrypoint",
-            "python3",
-            base,
-            "-c",
-            "import sys; print('%d.%d' % sys.version_info[:2])",
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    if theirs != ours:
-        print(f"{base} has Python {theirs}, this is {ours}: the worker's image uses PyPI")
-        return False
+    versions installed in this interpreter's environment, from pip's cache where it has them
+    (kept while those stay the same). They fit an image whose Python is this one's."""
     project = tomllib.loads((_ROOT / "pyproject.toml").read_text())
     requirements = [*project["project"]["dependencies"], *project["build-system"]["requires"]]
     build_tools = {"pip", "setuptools", "wheel"}  # the build's own: as pyproject.toml asks
@@ -101,28 +82,25 @@ def wheels(target: Path, base: str, docker: str) -> bool:
         name = (dist.metadata["Name"] or "").lower()
         if name and name not in build_tools | {"cq-service"}:
             pins.setdefault(name, f"{name}=={dist.version}")
-    constraints = target / "constraints.txt"
-    constraints.write_text("".join(f"{pin}\n" for pin in sorted(pins.values())))
-    try:
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "wheel",
-                "-q",
-                "--disable-pip-version-check",
-                "-w",
-                str(target),
-                "-c",
-                str(constraints),
-                *requirements,
-            ],
-            check=True,
-        )
-    finally:
-        constraints.unlink()
-    return True
+    wanted = {
+        "requirements.txt": "".join(f"{line}\n" for line in requirements),
+        "constraints.txt": "".join(f"{pin}\n" for pin in sorted(pins.values())),
+    }
+    if any(target.glob("*.whl")) and all(
+        (target / name).is_file() and (target / name).read_text() == text
+        for name, text in wanted.items()
+    ):
+        return  # built from the same requirements and pins before
+    for old in [*target.glob("*.whl"), *(target / name for name in wanted)]:
+        old.unlink(missing_ok=True)
+    with tempfile.NamedTemporaryFile("w", suffix=".txt") as constraints:
+        constraints.write(wanted["constraints.txt"])
+        constraints.flush()
+        pip = [sys.executable, "-m", "pip", "wheel", "-q", "--disable-pip-version-check"]
+        pip += ["-w", str(target), "-c", constraints.name, *requirements]
+        subprocess.run(pip, check=True)
+    for name, text in wanted.items():  # written last: they say the wheels are complete
+        (target / name).write_text(text)
 
 
 def build(base: str) -> None:
@@ -137,10 +115,19 @@ def build(base: str) -> None:
         KAFKA_IMAGE: _start(docker, base, KAFKA_IMAGE, kafka_context(logs / "kafka"), logs),
         POSTGRES_IMAGE: _start(docker, base, POSTGRES_IMAGE, _DOCKER / "postgres", logs),
     }
-    args = ["--build-arg", "WHEELS=yes"] if wheels(_WHEELS, base, docker) else []
+    ours = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    version = "import sys; print('%d.%d' % sys.version_info[:2])"
+    run = [docker, "run", "--rm", "--entrypoint", "python3", base, "-c", version]
+    theirs = subprocess.run(run, check=True, capture_output=True, text=True).stdout.strip()
+    args: list[str] = []
+    if theirs == ours:
+        wheels(_WHEELS)
+        args += ["--build-arg", "WHEELS=yes"]
+    else:
+        print(f"{base} has Python {theirs}, this is {ours}: the worker's image uses PyPI")
     if os.environ.get("PIP_CERT"):  # for PyPI behind a TLS-intercepting proxy, as `make image`
         args += ["--secret", f"id=pip-cert,src={os.environ['PIP_CERT']}"]
-    print(f"worker's wheels: {time.monotonic() - started:.1f} s")
+    print(f"worker's wheels ready, {time.monotonic() - started:.1f} s after the start")
     builds[WORKER_IMAGE] = _start(docker, base, WORKER_IMAGE, _ROOT, logs, args)
     failed = []
     for image, (process, log) in builds.items():
@@ -191,6 +178,9 @@ def _place(source: Path, target: Path) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] != "build":
-        sys.exit("usage: python -m tests.containers.images build BASE")
-    build(sys.argv[2])
+    if sys.argv[1:] == ["wheels"]:
+        wheels(_WHEELS)
+    elif len(sys.argv) == 3 and sys.argv[1] == "build":
+        build(sys.argv[2])
+    else:
+        sys.exit("usage: python -m tests.containers.images wheels | build BASE")
