@@ -128,25 +128,33 @@ image:
 	DOCKER_BUILDKIT=1 $(DOCKER) build -f docker/Dockerfile --build-arg BASE=$(IMAGE_BASE) \
 	  $(if $(PIP_CERT),--secret id=pip-cert$(comma)src=$(PIP_CERT)) -t $(IMAGE) .
 
+# (image-local's base has only what the worker needs; LOCAL_BASE, that of `make containers`,
+# also has Kafka's and PostgreSQL's packages.)
+LOCAL_WORKER_BASE := cq-debian-base:bookworm-worker
 image-local:
-	DOCKER=$(DOCKER) docker/debian-base.sh $(LOCAL_BASE)
-	$(MAKE) image IMAGE_BASE=$(LOCAL_BASE)
+	DOCKER=$(DOCKER) PACKAGES=python3,python3-venv,ca-certificates,git \
+	  docker/debian-base.sh $(LOCAL_WORKER_BASE)
+	$(MAKE) image IMAGE_BASE=$(LOCAL_WORKER_BASE)
 
 # The images of tests/containers, built here with no registry (README "Testing with
 # containers"): Docker is started when none answers (docker/dockerd.sh; Debian's docker.io and
-# debootstrap are apt-installed when absent, as root), the Debian base is bootstrapped once, then
-# the worker, Kafka (the jars of `make services`) and PostgreSQL (Debian's) are built, cached by
-# Docker's layer cache. Builds use Debian's client (/usr/bin/docker: BuildKit built in). `make
-# test` builds them when a daemon can run (containers-if-docker) and else the e2e test falls back.
+# debootstrap are apt-installed when absent, as root); the Debian base, with the packages all
+# three images need, is bootstrapped once (root file system and .debs cached in
+# ~/.cache/cq-containers) while the worker's dependencies are built here as wheels from pip's
+# cache (docker/wheels); then the worker, Kafka (the jars of `make services`) and PostgreSQL
+# (Debian's) are built at once, cached by Docker's layer cache (tests/containers/images.py).
+# Builds use Debian's client (/usr/bin/docker: BuildKit built in). `make test` builds them when
+# a daemon can run (containers-if-docker) and else the e2e test falls back.
 DOCKERD     := /usr/sbin/dockerd
 DEBOOTSTRAP := /usr/sbin/debootstrap
 DEB_DOCKER  := /usr/bin/docker
 .PHONY: containers containers-if-docker
 containers: $(STAMP) $(DOCKERD) $(DEBOOTSTRAP)
 	DOCKER=$(DEB_DOCKER) docker/dockerd.sh
-	DOCKER=$(DEB_DOCKER) docker/debian-base.sh $(LOCAL_BASE)
-	$(MAKE) image IMAGE_BASE=$(LOCAL_BASE) DOCKER=$(DEB_DOCKER)
-	DOCKER=$(DEB_DOCKER) $(PY) -m tests.containers.images build $(LOCAL_BASE)
+	$(PY) -m tests.containers.images wheels & wheels=$$!; \
+	DOCKER=$(DEB_DOCKER) docker/debian-base.sh $(LOCAL_BASE); status=$$?; \
+	wait $$wheels && exit $$status
+	DOCKER=$(DEB_DOCKER) CQ_WORKER_IMAGE=$(IMAGE) $(PY) -m tests.containers.images build $(LOCAL_BASE)
 
 containers-if-docker: $(DOCKERD) $(DEBOOTSTRAP)
 	if DOCKER=$(DEB_DOCKER) docker/dockerd.sh; then $(MAKE) containers; \
