@@ -38,10 +38,10 @@ from dataclasses import dataclass, replace
 from cq_service.adaptive.cpu import EngineCosts
 from cq_service.adaptive.estimate import FOREVER, Observed, OperatorEstimate, estimate_plan
 from cq_service.cql import logical as L
-from cq_service.plan.mjoins import FORMS, Chooser, JoinCandidate, JoinChoice
+from cq_service.plan.mjoins import FORMS, Chooser, JoinCandidate, JoinChoice, multiway_joins
 from cq_service.plan.physical import PhysicalPlan
 
-__all__ = ["JoinStats", "choose_join", "costs_of", "join_chooser", "stats_of"]
+__all__ = ["JoinStats", "choose_join", "costs_of", "explain_choices", "join_chooser", "stats_of"]
 
 DEFAULT_D = 1.0  # time units between a stream's elements when not measured
 DEFAULT_RELATION_ROWS = 1_000.0
@@ -264,3 +264,38 @@ def _tree(plan: PhysicalPlan, cand: JoinCandidate, stats: JoinStats) -> tuple[fl
 
     visit(cand.root)
     return work, state
+
+
+def explain_choices(
+    plan: PhysicalPlan, setting: str, observed: Observed | None, unit_seconds: float
+) -> list[str]:
+    """`cq explain --costs`'s lines on `join: auto`: per eligible tree of `plan` (the tree
+    plan, whose join ids `observed` measured), every form's estimated work and state and the
+    form chosen from `observed`, next to what the plan runs (`setting`, or under ``auto`` the
+    choice from default statistics, which is what the plan is built from)."""
+    measured = join_chooser(observed, unit_seconds)
+    planned = join_chooser(None, unit_seconds)
+    lines: list[str] = []
+
+    def show(p: PhysicalPlan, cand: JoinCandidate) -> JoinChoice:
+        choice = measured(p, cand)
+        runs = planned(p, cand).form if setting == "auto" else setting
+        who = ", ".join(p.nodes[cand.root].queries) or "an unread query"
+        lines.append(
+            f"  {who}'s {len(cand.leaves)}-way join: from measured statistics auto chooses "
+            f"{choice.form}; the plan runs {runs}"
+            + (" (chosen from default statistics)" if setting == "auto" else f" (join: {setting})")
+        )
+        for form, (work, rows) in choice.costs.items():
+            mark = "  <- chosen" if form == choice.form else ""
+            lines.append(
+                f"    {form:<14} {work:>12.4g} rows of work per time unit {rows:>12.4g} rows kept{mark}"
+            )
+        if choice.assumed:
+            lines.append(f"    assumed (not measured): {', '.join(choice.assumed)}")
+        return JoinChoice("tree")
+
+    multiway_joins(plan, "auto", show)
+    if lines:
+        lines.insert(0, "join forms (resources.join auto; adaptive/join_choice.py):")
+    return lines

@@ -78,3 +78,22 @@ def test_statistics_come_from_observed_else_defaults(tmp_path: Path) -> None:
     measured = join_chooser(fast, unit_seconds=1.0)(plan, cand)
     assert not any("selectivity" in a or "time unit" in a for a in measured.assumed)
     assert measured.form == "mjoin-caching"  # A's repeated keys find B ⋈ C cached
+
+
+def test_explain_costs_shows_every_form_and_the_choice(tmp_path: Path) -> None:
+    from cq_service.bench.joins.workload import CASES, write_case
+    from cq_service.compiler import load_and_compile
+    from cq_service.explain_costs import measure_costs, render_costs
+
+    t = write_case(CASES["skewed-3"], tmp_path, scale=0.02)
+    p = t.with_name("auto.yaml")
+    p.write_text(t.read_text().replace("@JOIN@", "auto"))
+    text = render_costs(measure_costs(load_and_compile(p)))
+    lines = text.split("join forms (resources.join auto")[1].splitlines()
+    assert "from measured statistics auto chooses" in lines[1]
+    assert "the plan runs mjoin" in lines[1]  # default statistics: see the cost model's doc
+    forms = [line.split()[0] for line in lines[2:5]]
+    assert forms == ["tree", "mjoin", "mjoin-caching"]
+    assert sum("<- chosen" in line for line in lines[2:5]) == 1
+    # F is ten times S1's rate and a hundred times S2's: F's keys repeat, caching pays
+    assert "chooses mjoin-caching" in lines[1]
