@@ -11,6 +11,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from cq_service.adaptive.estimate import Observed
+from cq_service.adaptive.join_choice import join_chooser
 from cq_service.cql import ast
 from cq_service.cql.bind_window import duration_units
 from cq_service.cql.binder import BoundQuery, Catalog, bind_query
@@ -40,14 +42,17 @@ class CompiledPipeline:
     plan: PhysicalPlan
 
 
-def run_plan(compiled: CompiledPipeline) -> PhysicalPlan:
+def run_plan(compiled: CompiledPipeline, observed: Observed | None = None) -> PhysicalPlan:
     """The plan `cq run` runs: aggregates over sliding windows fused into paned ones
-    (plan/panes.py), trees of joins made n-way MJoins (plan/mjoins.py, per `resources.join`),
-    then joins that differ only in their windows shared (plan/shared_joins.py, per
-    `resources.shared_join`)."""
+    (plan/panes.py), trees of joins made n-way MJoins (plan/mjoins.py, per `resources.join`;
+    under ``auto`` as adaptive/join_choice.py's cost model chooses, from `observed` statistics
+    or defaults), then joins that differ only in their windows shared (plan/shared_joins.py,
+    per `resources.shared_join`)."""
     resources = compiled.spec.resources
-    plan = multiway_joins(fuse_panes(compiled.plan), resources.join)
-    return share_window_joins(plan, resources.shared_join)
+    choose = join_chooser(observed, compiled.spec.time_unit_ns / 1e9)
+    plan = multiway_joins(fuse_panes(compiled.plan), resources.join, choose)
+    shared = share_window_joins(plan, resources.shared_join)
+    return shared if shared is plan else replace(shared, notes=list(plan.notes))
 
 
 def load_and_compile(path: str | Path) -> CompiledPipeline:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from cq_service.adaptive.cpu import DEFAULT_PATH, EngineCosts, user_path
 from cq_service.adaptive.estimate import Observed, OperatorEstimate, estimate_plan
+from cq_service.adaptive.join_choice import explain_choices
 from cq_service.adaptive.measure import Measured, PlanMeter, warmup_of
 from cq_service.compiler import CompiledPipeline
 from cq_service.plan.explain import describe
@@ -102,4 +103,7 @@ def render_costs(r: CostReport) -> str:
     total_e = sum(e.bytes for e in r.estimates.values())
     total_m = sum(m.bytes for m in r.measured.values())
     lines.append(f"synopses in all: estimated {human_bytes(total_e)}, measured {human_bytes(total_m)}")
+    spec = r.compiled.spec
+    unit_s = spec.time_unit_ns / 1e9
+    lines.extend(explain_choices(r.compiled.plan, spec.resources.join, obs, unit_s))
     return "\n".join(lines)

@@ -64,7 +64,10 @@ def _detail(op: L.LogicalOp, filter_order: str = "a-greedy") -> tuple[str, str]:
                 "per slice of the window (about 2 per slide) one partial per group")
     if isinstance(op, MJoinOp):
         pipes = "; ".join("→".join(str(k) for k in o) for o in op.orders)
-        return (f"mjoin of {len(op.inputs)} inputs ({len(op.edges)} equi-join key(s), "
+        how = "with A-Caching; " if op.caching else ""
+        if op.auto:
+            how = f"join: auto chose {'mjoin-caching' if op.caching else 'mjoin'}; "
+        return (f"mjoin of {len(op.inputs)} inputs ({how}{len(op.edges)} equi-join key(s), "
                 f"{len(op.filters)} filter(s); probe orders {pipes})",
                 "each input, by the keys it is probed on")
     if isinstance(op, SharedJoinOp):
@@ -116,6 +119,7 @@ def explain(plan: PhysicalPlan, policy: str = "chain", filter_order: str = "a-gr
         lines.append(_line(n, consumers.get(n.id, 0), filter_order))
         if isinstance(n.op, L.Source) and n.op.name in plan.source_columns:
             lines.append(_pruned(n.op, plan.source_columns[n.op.name]))
+    lines.extend(f"  {note}" for note in plan.notes)
     for s in plan.sinks:
         kind = s.sink.type + (f" {s.sink.format} {s.sink.path}" if s.sink.path else "")
         what = "stream" if s.is_stream else "relation as +/- deltas"

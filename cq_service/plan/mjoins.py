@@ -26,12 +26,16 @@ Part 2 of the issue replaces these orders adaptively; an `MJoinOp` carries them 
 
 `resources.join`: ``tree`` keeps the binary joins; ``mjoin`` rewrites every eligible tree;
 ``mjoin-caching`` does too, with subresult caches (A-Caching, engine/operators/mjoin_cache.py);
-``auto`` (the default) is ``tree`` until the cost model chooses (docs/joins.md).
+``auto`` (the default) asks a `Chooser` — a cost function the caller passes in (the compiler
+passes adaptive/join_choice.py's; plan/ does not import adaptive/) — which form each eligible
+tree takes, and keeps the tree where no chooser is given. Each choice made is noted in the
+plan (`PhysicalPlan.notes`), so `cq explain` names it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 
 from cq_service.cql import logical as L
 from cq_service.cql.bind_expr import column_refs, shift_columns
@@ -39,13 +43,26 @@ from cq_service.plan.physical import PhysicalNode, PhysicalPlan
 from cq_service.spec.model import JOINS
 from cq_service.types import DataType
 
-__all__ = ["JOIN_SETTINGS", "Edge", "MJoinOp", "multiway_joins", "static_order"]
+__all__ = [
+    "FORMS",
+    "JOIN_SETTINGS",
+    "Chooser",
+    "Edge",
+    "JoinCandidate",
+    "JoinChoice",
+    "MJoinOp",
+    "multiway_joins",
+    "static_order",
+]
 
 # `resources.join`: one list, the spec's.
 JOIN_SETTINGS = JOINS
 
 # The fewest leaves a rewritten tree has.
 MIN_INPUTS = 3
+
+# The forms `join: auto` chooses among, simplest first (ties go to the earlier).
+FORMS = ("tree", "mjoin", "mjoin-caching")
 
 
 @dataclass(frozen=True)
@@ -76,6 +93,7 @@ class MJoinOp:
     filters: tuple[L.BExpr, ...]
     orders: tuple[tuple[int, ...], ...]
     caching: bool = False  # subresult caches chosen by A-Caching (`join: mjoin-caching`)
+    auto: bool = False  # chosen by `join: auto`'s cost model
 
     @property
     def schema(self) -> tuple[L.Field, ...]:
@@ -91,6 +109,40 @@ class MJoinOp:
         return tuple(out)
 
     is_stream = False
+
+
+@dataclass(frozen=True)
+class JoinCandidate:
+    """An eligible tree: its top join `root`, the MJoin it would become, its leaves' and its
+    joins' node ids (in `plan`), and for each of the MJoin's edges the join it came from."""
+
+    root: int
+    op: MJoinOp
+    leaves: tuple[int, ...]
+    joins: tuple[int, ...]
+    edge_joins: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class JoinChoice:
+    """What `join: auto` chose for one tree: `form` (one of `FORMS`) and each form's estimated
+    (work in rows per time unit, state in rows); `assumed`: statistics taken from defaults."""
+
+    form: str
+    costs: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    assumed: tuple[str, ...] = ()
+
+    def note(self, queries: list[str], n: int) -> str:
+        """One line for `cq explain`."""
+        est = "; ".join(f"{f} {w:.3g}" for f, (w, _) in self.costs.items())
+        who = ", ".join(queries) or "an unread query"
+        return f"join auto: {who}'s {n}-way join runs as {self.form}" + (
+            f" (estimated work in rows per time unit: {est})" if est else ""
+        )
+
+
+# plan, candidate -> its form; the compiler passes adaptive/join_choice.py's.
+Chooser = Callable[[PhysicalPlan, JoinCandidate], JoinChoice]
 
 
 def static_order(n: int, edges: tuple[Edge, ...], start: int) -> tuple[int, ...]:
@@ -109,29 +161,43 @@ def static_order(n: int, edges: tuple[Edge, ...], start: int) -> tuple[int, ...]
     return tuple(bound)
 
 
-def multiway_joins(plan: PhysicalPlan, setting: str = "auto") -> PhysicalPlan:
+def multiway_joins(
+    plan: PhysicalPlan, setting: str = "auto", choose: Chooser | None = None
+) -> PhysicalPlan:
     """`plan` with each maximal tree of at least 3 joins' leaves whose equi-join graph is
-    connected replaced by one `MJoinOp` (nodes renumbered); `plan` itself under ``tree`` and
-    ``auto`` or when nothing is rewritten."""
+    connected replaced by one `MJoinOp` (nodes renumbered); under ``auto`` each such tree takes
+    the form `choose` picks (the tree where there is no `choose`), and the choices are noted in
+    the plan. `plan` itself when nothing is rewritten or noted."""
     if setting not in JOIN_SETTINGS:
         raise ValueError(f"unknown join setting {setting!r}")
-    if setting not in ("mjoin", "mjoin-caching"):
+    if setting == "tree" or (setting == "auto" and choose is None):
         return plan
     nodes = {n.id: PhysicalNode(n.id, n.op, list(n.inputs), list(n.queries)) for n in plan.nodes}
     changed = False
+    notes: list[str] = []
     for n in plan.nodes:
         if not isinstance(n.op, L.Join) or not _is_root(plan, n.id):
             continue
-        flat = _flatten(plan, n.id)
-        if flat is None:
+        cand = _candidate(plan, n.id)
+        if cand is None:
             continue
-        op, inputs = flat
-        op = replace(op, caching=setting == "mjoin-caching")
-        nodes[n.id] = PhysicalNode(n.id, op, inputs, list(n.queries))
+        form = setting
+        if setting == "auto":
+            assert choose is not None
+            choice = choose(plan, cand)
+            if choice.form not in FORMS:
+                raise ValueError(f"join auto chose an unknown form {choice.form!r}")
+            form = choice.form
+            notes.append(choice.note(n.queries, len(cand.leaves)))
+            if form == "tree":
+                continue
+        op = replace(cand.op, caching=form == "mjoin-caching", auto=setting == "auto")
+        nodes[n.id] = PhysicalNode(n.id, op, list(cand.leaves), list(n.queries))
         changed = True
-    if not changed:
-        return plan
-    return _renumbered(plan, nodes)
+    out = _renumbered(plan, nodes) if changed else plan
+    if notes:
+        out = replace(out, notes=[*out.notes, *notes])
+    return out
 
 
 def _is_root(plan: PhysicalPlan, node_id: int) -> bool:
@@ -142,10 +208,12 @@ def _is_root(plan: PhysicalPlan, node_id: int) -> bool:
     return not readers or any(not isinstance(plan.nodes[i].op, L.Join) for i in readers)
 
 
-def _flatten(plan: PhysicalPlan, root: int) -> tuple[MJoinOp, list[int]] | None:
-    """The tree's MJoin and its leaves' node ids, or None when it is not eligible."""
+def _candidate(plan: PhysicalPlan, root: int) -> JoinCandidate | None:
+    """The tree at `root` as an MJoin, or None when it is not eligible."""
     leaves: list[int] = []
+    joins: list[int] = []
     conjuncts: list[tuple[L.BExpr, L.BExpr] | L.BExpr] = []  # (left, right) equalities or preds
+    owners: list[int] = []  # the join each conjunct comes from
 
     def visit(node_id: int, base: int) -> int:
         node = plan.nodes[node_id]
@@ -155,10 +223,14 @@ def _flatten(plan: PhysicalPlan, root: int) -> tuple[MJoinOp, list[int]] | None:
             return len(op.schema)
         wl = visit(node.inputs[0], base)
         wr = visit(node.inputs[1], base + wl)
+        joins.append(node_id)
         for lk, rk in zip(op.left_keys, op.right_keys, strict=True):
             conjuncts.append((shift_columns(lk, base), shift_columns(rk, base + wl)))
+            owners.append(node_id)
         if op.residual is not None:
-            conjuncts.extend(_split(shift_columns(op.residual, base)))
+            split = _split(shift_columns(op.residual, base))
+            conjuncts.extend(split)
+            owners.extend([node_id] * len(split))
         return wl + wr
 
     visit(root, 0)
@@ -173,8 +245,9 @@ def _flatten(plan: PhysicalPlan, root: int) -> tuple[MJoinOp, list[int]] | None:
         return owners.pop() if len(owners) == 1 else None
 
     edges: list[Edge] = []
+    edge_joins: list[int] = []
     filters: list[L.BExpr] = []
-    for c in conjuncts:
+    for c, owner in zip(conjuncts, owners, strict=True):
         if isinstance(c, tuple):
             lk, rk = c
             a, b = leaf_of(lk), leaf_of(rk)
@@ -182,6 +255,7 @@ def _flatten(plan: PhysicalPlan, root: int) -> tuple[MJoinOp, list[int]] | None:
                 edges.append(
                     Edge(a, shift_columns(lk, -offsets[a]), b, shift_columns(rk, -offsets[b]))
                 )
+                edge_joins.append(owner)
             else:
                 filters.append(L.Call("eq", (lk, rk), DataType.BOOL))
         else:
@@ -192,7 +266,8 @@ def _flatten(plan: PhysicalPlan, root: int) -> tuple[MJoinOp, list[int]] | None:
     except ValueError:
         return None  # not connected: the tree keeps its Cartesian product
     inputs = tuple(plan.nodes[i].op for i in leaves)
-    return MJoinOp(inputs, tuple(edges), tuple(filters), orders), leaves
+    op = MJoinOp(inputs, tuple(edges), tuple(filters), orders)
+    return JoinCandidate(root, op, tuple(leaves), tuple(joins), tuple(edge_joins))
 
 
 def _leaf(offsets: list[int], widths: list[int], col: int) -> int:
@@ -227,4 +302,4 @@ def _renumbered(plan: PhysicalPlan, nodes: dict[int, PhysicalNode]) -> PhysicalP
         for i in sorted(live)
     ]
     sinks = [replace(s, input=new_id[s.input]) for s in plan.sinks]
-    return PhysicalPlan(out, sinks, dict(plan.source_columns))
+    return PhysicalPlan(out, sinks, dict(plan.source_columns), list(plan.notes))

@@ -49,6 +49,8 @@ class PhysicalPlan:
     # Stream source name -> the schema columns the plan uses (plan/columns.py); a source not
     # listed reads every column.
     source_columns: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # Choices the planner made that no operator shows (`join: auto`'s); `cq explain` prints them.
+    notes: list[str] = field(default_factory=list)
 
     def consumers(self, node_id: int) -> list[int]:
         return [n.id for n in self.nodes if node_id in n.inputs]

@@ -4,7 +4,8 @@ random extra equalities, so cyclic graphs too), random Range, Rows, Now, Range-S
 and relation inputs with inserts and deletes, random residual predicates, random data with
 NULL keys, ties and duplicates, under two scheduling policies. Each case must also be planned
 as one MJoin under ``join: mjoin`` and as none under ``tree``, so a rewrite that stopped
-applying fails here rather than passing by running the tree. Under ``mjoin-caching`` the caches
+applying fails here rather than passing by running the tree; under ``auto`` as the form its cost
+model chose (the plan's note), which must give the same results. Under ``mjoin-caching`` the caches
 are forced: the A-Caching selector chooses at every step, either taking every candidate it can
 (every net benefit positive) or a random set of caches with random pool shares, so caches are
 filled, hit, invalidated by window expiries and relation deletions, and dropped."""
@@ -132,6 +133,12 @@ def _mjoins(path) -> int:
     return sum(isinstance(n.op, MJoinOp) for n in run_plan(load_and_compile(path)).nodes)
 
 
+def _auto_form(path) -> str:
+    """The form `join: auto` chose for the query's join (plan/mjoins.py notes it)."""
+    (note,) = run_plan(load_and_compile(path)).notes
+    return note.split(" runs as ")[1].split()[0]
+
+
 @settings(
     max_examples=int(os.environ.get("MJ_EXAMPLES", "40")),
     deadline=None,
@@ -141,10 +148,12 @@ def _mjoins(path) -> int:
 def test_mjoin_matches_tree_and_reference(tmp_path_factory, case, forced) -> None:
     pipeline, data = case
     outs = {}
-    for join in ("tree", "mjoin", "mjoin-caching"):
+    for join in ("tree", "mjoin", "mjoin-caching", "auto"):
         tmp = tmp_path_factory.mktemp(join)
         p = {**pipeline, "resources": {"join": join}}
-        assert _mjoins(write_pipeline(tmp, p, data)) == (join != "tree")
+        path = write_pipeline(tmp, p, data)
+        form = _auto_form(path) if join == "auto" else join
+        assert _mjoins(path) == (form != "tree")
         with pytest.MonkeyPatch.context() as mp:
             _force_caches(mp, forced)
             engines, reference = run_under_policies(tmp, p, data, POLICIES)
@@ -154,6 +163,7 @@ def test_mjoin_matches_tree_and_reference(tmp_path_factory, case, forced) -> Non
     for policy, _ in POLICIES:
         assert_same(outs["mjoin"][policy], outs["tree"][policy])
         assert_same(outs["mjoin-caching"][policy], outs["tree"][policy])
+        assert_same(outs["auto"][policy], outs["tree"][policy])
 
 
 def _force_caches(mp: pytest.MonkeyPatch, seed: int | None) -> None:

@@ -21,6 +21,11 @@ def test_a_tiny_run_agrees_across_settings(tmp_path: Path) -> None:
     for s in ("tree", "mjoin", "mjoin-caching"):
         assert runs[s]["tuples_per_s"] > 0 and runs[s]["peak_state_rows"] > 0
     assert "caches" in runs["mjoin-caching"]
+    assert checks["auto_same_results_as_tree"]
+    assert runs["auto"]["join_form"] in ("tree", "mjoin", "mjoin-caching")
+    assert checks["best_form"] in ("tree", "mjoin", "mjoin-caching")
+    assert checks["auto_vs_best"] > 0
+    assert checks["auto_within_10pct_of_best"] == (checks["auto_vs_best"] >= 0.9)
 
 
 def test_the_pipeline_is_valid_for_every_case(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import pytest
 from cq_service.compiler import load_and_compile, run_plan
 from cq_service.cql import logical as L
 from cq_service.plan.explain import explain
-from cq_service.plan.mjoins import Edge, MJoinOp, multiway_joins, static_order
+from cq_service.plan.mjoins import Edge, JoinChoice, MJoinOp, multiway_joins, static_order
 from cq_service.types import DataType
 
 HEAD = """version: 1
@@ -94,12 +94,44 @@ def test_four_inputs_with_a_cycle(tmp_path: Path) -> None:
     assert mj.orders[3] == (3, 2, 0, 1)  # D, then C (its only edge), then A and B
 
 
-@pytest.mark.parametrize("join", ["tree", "auto"])
-def test_tree_and_auto_keep_the_binary_joins(tmp_path: Path, join: str) -> None:
-    compiled = _compiled(tmp_path, {"q": THREE}, join)
+def test_tree_keeps_the_binary_joins(tmp_path: Path) -> None:
+    compiled = _compiled(tmp_path, {"q": THREE}, "tree")
     plan = run_plan(compiled)
     assert not _mjoins(plan)
     assert _joins(plan) == 2
+
+
+def test_auto_without_a_chooser_keeps_the_tree(tmp_path: Path) -> None:
+    compiled = _compiled(tmp_path, {"q": THREE}, "auto")
+    assert multiway_joins(compiled.plan, "auto") is compiled.plan
+
+
+@pytest.mark.parametrize("form", ["tree", "mjoin", "mjoin-caching"])
+def test_auto_takes_the_form_chosen_and_explain_names_it(tmp_path: Path, form: str) -> None:
+    compiled = _compiled(tmp_path, {"q": THREE}, "auto")
+    seen = []
+
+    def choose(plan, cand):
+        seen.append(cand)
+        return JoinChoice(form, {"tree": (3.0, 4.0), "mjoin": (2.0, 3.0)})
+
+    plan = multiway_joins(compiled.plan, "auto", choose)
+    (cand,) = seen
+    assert len(cand.leaves) == 3 and len(cand.joins) == 2 and len(cand.edge_joins) == 2
+    mjoins = _mjoins(plan)
+    assert len(mjoins) == (form != "tree") and _joins(plan) == (2 if form == "tree" else 0)
+    if mjoins:
+        assert mjoins[0].caching == (form == "mjoin-caching") and mjoins[0].auto
+    text = explain(plan)
+    assert f"join auto: q's 3-way join runs as {form}" in text
+    assert "tree 3; mjoin 2" in text
+    if form != "tree":
+        assert f"join: auto chose {form};" in text
+
+
+def test_auto_in_run_plan_uses_the_cost_model(tmp_path: Path) -> None:
+    plan = run_plan(_compiled(tmp_path, {"q": THREE}, "auto"))
+    assert any(n.startswith("join auto: q's 3-way join runs as ") for n in plan.notes)
 
 
 def test_two_inputs_stay_a_binary_join(tmp_path: Path) -> None:
