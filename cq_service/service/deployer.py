@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from cq_service.adaptive.filter_order import pipeline_orderers
+from cq_service.adaptive.join_choice import join_chooser
 from cq_service.catalog.spec_json import sink_json
 from cq_service.compiler import CompiledPipeline, compile_pipeline
 from cq_service.cql import logical as L
@@ -333,7 +334,10 @@ class Deployer:
                 pairs.append((replace(bq, name=q.key), spec.queries[q.name].sink))
             # Joins of the group that differ only in their windows share one join, as on `cq
             # run` (plan/shared_joins.py); a snapshot keeps this plan (GroupState.plan).
-            plan = multiway_joins(plan_queries(pairs), spec.resources.join)
+            # Under `join: auto` the form of each n-way join is chosen as `cq run` chooses
+            # it (adaptive/join_choice.py, from default statistics at deployment).
+            choose = join_chooser(None, spec.time_unit_ns / 1e9)
+            plan = multiway_joins(plan_queries(pairs), spec.resources.join, choose)
             plan = share_window_joins(plan, spec.resources.shared_join)
             for s in plan.sinks:
                 q = next(queries[i] for i in members if queries[i].key == s.query)

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cq_service.compiler import load_and_compile
+from cq_service.compiler import load_and_compile, run_plan
+from cq_service.cql import logical as L
 from cq_service.plan.mjoins import MJoinOp, multiway_joins
 from cq_service.plan.planner import plan_queries
 from cq_service.runner import run_pipeline
@@ -60,6 +61,19 @@ def test_worker_runs_mjoin_and_equals_tree(tmp_path: Path) -> None:
         got = (folder / "mj" / "out" / f"{q}.jsonl").read_text()
         assert got == (ref.parent / "out" / f"{q}.jsonl").read_text()
         assert got.count("\n") > 20
+
+
+def test_under_auto_the_worker_runs_the_forms_cq_run_chooses(tmp_path: Path) -> None:
+    folder = tmp_path / "p"
+    path = write(folder / "mj", "auto")
+    planned = run_plan(load_and_compile(path))
+    mjoins = sum(isinstance(n.op, MJoinOp) for n in planned.nodes)
+    assert mjoins  # the cost model rewrites these three-way joins
+    worker = sqlite_worker(tmp_path, folder)
+    worker.reconcile()
+    kinds = [op.kind for op in worker.engine.operators_of("mj")]
+    joins = sum(isinstance(n.op, L.Join) for n in planned.nodes)
+    assert (kinds.count("mjoin"), kinds.count("join")) == (mjoins, joins)
 
 
 class MRun(Run):
