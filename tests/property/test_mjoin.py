@@ -22,7 +22,7 @@ from cq_service.adaptive import caching
 from cq_service.compiler import load_and_compile, run_plan
 from cq_service.plan.mjoins import MJoinOp
 from tests.property.harness import assert_same, run_under_policies, write_pipeline
-from tests.unit.engine.test_mjoin_cache import RandomCaches
+from tests.unit.engine.mjoins import RandomCaches
 
 SCHEMA = {"a": "int", "b": "int"}
 POLICIES = (("chain", None), ("fifo", None))

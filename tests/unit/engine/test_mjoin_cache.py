@@ -7,56 +7,27 @@ update could change."""
 from __future__ import annotations
 
 import pickle
-from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
 
 from cq_service.cql.logical import ColRef
-from cq_service.engine.cache_policy import Choice, Segment, SegmentStats
+from cq_service.engine.cache_policy import Segment
 from cq_service.engine.expressions import compile_expr
 from cq_service.engine.operators.mjoin_cache import SegmentCache
 from cq_service.plan.mjoins import Edge
-from tests.unit.engine.test_mjoin import (
+from tests.unit.engine.mjoins import (
     CHAIN,
     TRIANGLE,
+    AllCaches,
     Inputs,
+    RandomCaches,
     chain_match,
     check,
     col,
     feed_chain,
     triangle_match,
 )
-
-
-class AllCaches:
-    """Every candidate used (overlaps: the first), from the first choice; `every` steps."""
-
-    name = "all"
-
-    def __init__(self, every: int = 1, rows: int | None = None):
-        self.every = every
-        self.rows = rows
-
-    def choose(self, stats: Sequence[SegmentStats], pool_rows: int) -> Choice:
-        return Choice({s.segment: self.rows or pool_rows for s in stats}, frozenset())
-
-
-class RandomCaches:
-    """A random subset used (random pool shares, some tiny), another profiled, every step."""
-
-    name = "random"
-    every = 1
-
-    def __init__(self, seed: int = 0):
-        self.rng = np.random.default_rng(seed)
-
-    def choose(self, stats: Sequence[SegmentStats], pool_rows: int) -> Choice:
-        used = {
-            s.segment: int(self.rng.choice([1, 3, 1000])) for s in stats if self.rng.random() < 0.6
-        }
-        prof = frozenset(s.segment for s in stats if self.rng.random() < 0.5)
-        return Choice(used, prof)
 
 
 def _with(j: Inputs, selector) -> Inputs:

@@ -4,18 +4,17 @@ leaves fewest rows first; adapting never adds an index."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
 import numpy as np
 
 from cq_service.adaptive.probe_order import GreedyProbes
 from cq_service.engine.probe_order import PositionProfile
 from cq_service.plan.mjoins import Edge
 from tests.unit.engine.batches import relation_at
-from tests.unit.engine.test_mjoin import (
+from tests.unit.engine.mjoins import (
     CHAIN,
     TRIANGLE,
     Inputs,
+    RandomProbes,
     chain_match,
     check,
     col,
@@ -25,34 +24,6 @@ from tests.unit.engine.test_mjoin import (
 
 # A star: X (0) joined to A (1) on X.k = A.k and to B (2) on X.v = B.k
 STAR = (Edge(0, col(0), 1, col(0)), Edge(0, col(1), 2, col(0)))
-
-
-class RandomProbes:
-    """A random order through the allowed candidates at every profile (every run)."""
-
-    name = "random"
-    every = 1
-    rows = 64
-
-    def __init__(self, seed: int = 0):
-        self.rng = np.random.default_rng(seed)
-        self.profiles: list[PositionProfile] = []
-
-    def observe(
-        self,
-        pipeline: int,
-        order: tuple[int, ...],
-        profile: Sequence[PositionProfile],
-        candidates: Callable[[frozenset[int]], Sequence[int]],
-    ) -> tuple[int, ...] | None:
-        self.profiles.extend(profile)
-        placed = [pipeline]
-        while len(placed) < len(order):
-            allowed = list(candidates(frozenset(placed)))
-            if not allowed:
-                return None
-            placed.append(int(self.rng.choice(allowed)))
-        return tuple(placed)
 
 
 def test_orders_changed_at_every_profile_keep_the_result() -> None:
