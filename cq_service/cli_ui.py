@@ -11,10 +11,8 @@ from __future__ import annotations
 import logging
 import secrets
 import shutil
-import signal
 import socket
 import tempfile
-import threading
 from pathlib import Path
 
 import typer
@@ -84,9 +82,7 @@ def ui(
 
 def _serve(cfg, catalog, file: Path, name: str) -> None:
     """Deploy `file` on a new worker and run it with its API until stopped."""
-    import uvicorn
-
-    from cq_service.service.api import make_app
+    from cq_service.service.cli import run_until_stopped
     from cq_service.service.worker import Worker
 
     worker = Worker(cfg, catalog)
@@ -95,21 +91,11 @@ def _serve(cfg, catalog, file: Path, name: str) -> None:
         for line in result.errors:
             typer.echo(line, err=True)
         raise typer.Exit(1)
-    server = uvicorn.Server(
-        uvicorn.Config(make_app(worker), host=cfg.host, port=cfg.port, log_level="warning")
-    )
-    server.install_signal_handlers = lambda: None  # the worker's handlers below
-    threading.Thread(target=server.run, name="api", daemon=True).start()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: worker.stop())
-    typer.echo(
+    run_until_stopped(
+        worker,
         f"{file}: pipeline {name} running; web view http://{cfg.host}:{cfg.port}/ui/ "
-        f"(API token {cfg.token}); Ctrl-C stops"
+        f"(API token {cfg.token}); Ctrl-C stops",
     )
-    try:
-        worker.run()
-    finally:
-        server.should_exit = True
 
 
 def _free_port(host: str) -> int:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import typer
 
-__all__ = ["deploy", "serve"]
+__all__ = ["deploy", "run_until_stopped", "serve"]
 
 
 def serve(
@@ -51,12 +51,26 @@ def serve(
     except CQError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(1) from None
+    if cfg.pipelines is not None and not Path(cfg.pipelines).is_dir():
+        typer.echo(f"warning: {cfg.pipelines} is not a folder: no pipeline file will be deployed "
+                   "from it until it exists", err=True)
+    run_until_stopped(
+        worker,
+        f"cq worker {cfg.name}: pipelines {cfg.pipelines}, catalog {cfg.catalog}"
+        + (f", API http://{cfg.host}:{cfg.port}" if cfg.port else ""),
+    )
+
+
+def run_until_stopped(worker, announce: str) -> None:
+    """Run `worker`, with its HTTP API when its port is set, until SIGTERM or SIGINT (`cq
+    serve`, `cq ui`); `announce` is printed once the API starts."""
+    import uvicorn
+
+    from cq_service.service.api import make_app
+
+    cfg = worker.config
     server = None
     if cfg.port:
-        import uvicorn
-
-        from cq_service.service.api import make_app
-
         server = uvicorn.Server(
             uvicorn.Config(make_app(worker), host=cfg.host, port=cfg.port, log_level="warning")
         )
@@ -64,11 +78,7 @@ def serve(
         threading.Thread(target=server.run, name="api", daemon=True).start()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: worker.stop())
-    typer.echo(f"cq worker {cfg.name}: pipelines {cfg.pipelines}, catalog {cfg.catalog}"
-               + (f", API http://{cfg.host}:{cfg.port}" if cfg.port else ""))
-    if cfg.pipelines is not None and not Path(cfg.pipelines).is_dir():
-        typer.echo(f"warning: {cfg.pipelines} is not a folder: no pipeline file will be deployed "
-                   "from it until it exists", err=True)
+    typer.echo(announce)
     try:
         worker.run()
     finally:

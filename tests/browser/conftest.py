@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from cq_service.catalog import Catalog
-from cq_service.service.config import ServiceConfig
 from cq_service.service.worker import Worker
 from tests.unit.service.serving import serving_http
+from tests.unit.service.workers import sqlite_worker
 
 CHROMIUM = os.environ.get("CQ_CHROMIUM", "/usr/bin/chromium")
 TOKEN = "s3cret"
@@ -122,18 +121,9 @@ def served(tmp_path: Path) -> Iterator[Served]:
         (folder / name / "pipeline.yaml").write_text(textwrap.dedent(text))
         csv = MESSY_CSV if name == "messy" else "ts,client_id\n"
         (folder / name / "data" / "requests.csv").write_text(csv)
-    catalog = Catalog(f"sqlite:///{tmp_path / 'catalog.db'}")
-    catalog.upgrade()
-    config = ServiceConfig(
-        pipelines=str(folder),
-        catalog=catalog.url,
-        port=0,
-        token=TOKEN,
-        checkpoint_interval=0.5,
-        reconcile_interval=3600,
-        manage_interval=1.0,
+    worker = sqlite_worker(
+        tmp_path, folder, token=TOKEN, checkpoint_interval=0.5, manage_interval=1.0
     )
-    worker = Worker(config, catalog)
     with serving_http(worker) as url:
         yield Served(url, worker, folder)
 
