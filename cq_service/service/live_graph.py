@@ -4,7 +4,9 @@ draws (``GET /pipelines/{name}/events``, docs/service.md).
 Nodes are the plan's sources, operators (with their synopses), the queues between them and the
 sinks; edges follow the data. Each node carries the queries it serves and its numbers now:
 rows in and out, rows per second and selectivity over the interval since the previous
-snapshot, queued rows, memory, the current window and filter order; a source also its late
+snapshot, queued rows, memory, the current window and filter order, an MJoin's probe orders,
+the deployment's scheduler's priority (policies that rank operators: Chain, Greedy); a source
+also its late
 and dead-lettered counts and the newest dead-letter entries as samples. Queries deployed at
 different times run in different groups (engine/live.py): each group is drawn on its own,
 with ids prefixed ``gK.``.
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from cq_service.cql import logical as L
 from cq_service.engine.operators.base import NEVER, Operator
+from cq_service.engine.operators.mjoin import MJoin
 from cq_service.engine.operators.sink import SinkOperator
 from cq_service.engine.queues import Queue
 from cq_service.engine.statistics import window_setting
@@ -45,6 +48,7 @@ class LiveGraph:
         self.worker = worker
         self.pipeline = pipeline
         self._last: dict[str, _Last] = {}
+        self._priority_of: Any = None
 
     def snapshot(self) -> dict[str, Any]:
         """{"pipeline", "nodes", "edges", "memory", "budget"}; KeyError when the deployment
@@ -53,6 +57,8 @@ class LiveGraph:
         if self.pipeline not in worker.pipelines:
             raise KeyError(f"pipeline {self.pipeline}")
         now = time.monotonic()
+        # The deployment's scheduler; its priorities when it ranks operators (not FIFO).
+        self._priority_of = getattr(worker.scheduling.policy_of(self.pipeline), "priority_of", None)
         nodes: list[dict[str, Any]] = []
         edges: list[dict[str, str]] = []
         for k, (plan, by_node, source_keys) in enumerate(self._groups()):
@@ -168,6 +174,8 @@ class LiveGraph:
             "memory": op.state_size()[1],
             "window": window_setting(op) or None,
             "filter_order": op.filter_order() or None,
+            "probe_orders": op.describe_orders() if isinstance(op, MJoin) else None,
+            "priority": None if self._priority_of is None else self._priority_of(op),
             "watermark": None if op.watermark == NEVER else int(op.watermark),
         }
 

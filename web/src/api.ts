@@ -73,6 +73,8 @@ export interface Stats {
   memory?: number;
   window?: string | null;
   filter_order?: string | null;
+  probe_orders?: string | null;
+  priority?: number | null;
   late?: number;
   dead_lettered?: number;
   dead_letter_samples?: string[];

@@ -43,6 +43,8 @@ function lines(n: GraphNode): [string, string][] {
   if (n.kind !== "sink") out.push([`queued ${fmt(s.queued_rows)} · memory ${bytes(s.memory)}`, "memory"]);
   if (s.window) out.push([`window: ${s.window}`, "window"]);
   if (s.filter_order) out.push([`filter order: ${s.filter_order}`, "filter_order"]);
+  if (s.probe_orders) out.push([`probe orders: ${s.probe_orders}`, "probe_orders"]);
+  if (s.priority != null) out.push([`scheduler priority ${s.priority.toPrecision(3)}`, "priority"]);
   if (s.late || s.dead_lettered) out.push([`late ${fmt(s.late)} · dead-lettered ${fmt(s.dead_lettered)}`, "late"]);
   return out;
 }

@@ -5,9 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
+
+from cq_service.engine.scheduler.fifo import Fifo
 from cq_service.service import views as w
 from cq_service.service.live_graph import LiveGraph
+from tests.property.harness import write_pipeline
 from tests.unit.service.serving import serving_example
+from tests.unit.service.workers import run_until_done, sqlite_worker
 
 
 def test_feed_is_the_plan_with_statistics(tmp_path: Path) -> None:
@@ -51,3 +56,24 @@ def test_ui_is_served(tmp_path: Path) -> None:
         assert page.status_code == 200 and "<title>cq-service</title>" in page.text
         script = page.text.split('src="./', 1)[1].split('"', 1)[0]
         assert api.get("/ui/" + script).status_code == 200
+
+
+def test_feed_has_the_schedulers_priorities_and_the_probe_orders(tmp_path: Path) -> None:
+    rows = {s: [{"ts": t, "k": t % 3, "v": t % 5} for t in range(40)] for s in "ABC"}
+    streams = {s: {"schema": {"k": "int", "v": "int"}} for s in "ABC"}
+    query = "SELECT A.v, C.v FROM A [Range 5], B [Range 5], C [Range 5] WHERE A.k = B.k AND B.v = C.k"
+    doc = {"streams": streams, "queries": {"q": query}, "resources": {"join": "mjoin"}}
+    path = write_pipeline(tmp_path / "p" / "mj", doc, rows)
+    text = yaml.safe_load(path.read_text())
+    text["name"] = "mj"
+    path.write_text(yaml.safe_dump(text, sort_keys=False))
+    worker = sqlite_worker(tmp_path, tmp_path / "p")
+    run_until_done(worker)
+    operators = [n for n in LiveGraph(worker, "mj").snapshot()["nodes"] if n["kind"] == "operator"]
+    mjoin = next(n for n in operators if n["label"].split()[1] == "mjoin")
+    assert mjoin["stats"]["probe_orders"].count("→") == 6  # three orders of three inputs
+    assert all(n["stats"]["probe_orders"] is None for n in operators if n is not mjoin)
+    assert all(isinstance(n["stats"]["priority"], float) for n in operators)  # Chain ranks
+    worker.scheduling.set("mj", Fifo())
+    operators = [n for n in LiveGraph(worker, "mj").snapshot()["nodes"] if n["kind"] == "operator"]
+    assert all(n["stats"]["priority"] is None for n in operators)  # FIFO ranks nothing
