@@ -20,6 +20,8 @@ Render = Callable[..., Rendered]
 @pytest.fixture(scope="session")
 def helm() -> str:
     found = find_helm()
+    # `make test` always passes $HELM, so find_helm never gives None there: this skip is only
+    # for a developer running pytest on a machine without the built tools.
     if found is None:
         pytest.skip(
             "no helm binary: `make .tools/helm-v3.22.0/helm` builds it (`make test` always does), "

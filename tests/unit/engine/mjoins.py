@@ -127,6 +127,18 @@ def feed_chain(j: Inputs) -> None:
     j.run()
 
 
+def feed_triangle(t: Inputs) -> None:
+    """Duplicates, a delete and elements of every input at one instant, on TRIANGLE (to 3)."""
+    t.push(0, (1, (1, 0)), (1, (1, 0)), (2, (2, 1)))
+    t.push(1, (1, (1, 1)), (2, (2, 2)))
+    t.push(2, (1, (1, 3)), (2, (1, 4)))
+    t.beat(2)
+    t.push(0, (3, (1, 9)), (3, (1, 0), -1))
+    t.push(1, (3, (1, 7)))
+    t.beat(3)
+    t.run()
+
+
 class RandomProbes:
     """A random order through the allowed candidates at every profile (every run)."""
 

@@ -26,6 +26,7 @@ from tests.unit.engine.mjoins import (
     check,
     col,
     feed_chain,
+    feed_triangle,
     triangle_match,
 )
 
@@ -41,14 +42,7 @@ def test_every_cache_used_keeps_the_result() -> None:
     check(j, chain_match, 6)
     assert j.op.cache_choices > 0
     t = _with(Inputs(3, TRIANGLE), AllCaches())
-    t.push(0, (1, (1, 0)), (1, (1, 0)), (2, (2, 1)))
-    t.push(1, (1, (1, 1)), (2, (2, 2)))
-    t.push(2, (1, (1, 3)), (2, (1, 4)))
-    t.beat(2)
-    t.push(0, (3, (1, 9)), (3, (1, 0), -1))
-    t.push(1, (3, (1, 7)))
-    t.beat(3)
-    t.run()
+    feed_triangle(t)
     check(t, triangle_match, 3)
 
 

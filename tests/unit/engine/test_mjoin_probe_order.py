@@ -19,6 +19,7 @@ from tests.unit.engine.mjoins import (
     check,
     col,
     feed_chain,
+    feed_triangle,
     triangle_match,
 )
 
@@ -34,14 +35,7 @@ def test_orders_changed_at_every_profile_keep_the_result() -> None:
         check(j, chain_match, 6)
     t = Inputs(3, TRIANGLE)
     t.op.probe_orderer = orderer = RandomProbes(1)
-    t.push(0, (1, (1, 0)), (1, (1, 0)), (2, (2, 1)))
-    t.push(1, (1, (1, 1)), (2, (2, 2)))
-    t.push(2, (1, (1, 3)), (2, (1, 4)))
-    t.beat(2)
-    t.push(0, (3, (1, 9)), (3, (1, 0), -1))
-    t.push(1, (3, (1, 7)))
-    t.beat(3)
-    t.run()
+    feed_triangle(t)
     check(t, triangle_match, 3)
     assert orderer.profiles and all(p.rows > 0 for p in orderer.profiles)
 
