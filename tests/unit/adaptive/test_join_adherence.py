@@ -9,8 +9,8 @@ import random
 
 from cq_service.adaptive.k_constraints import MonitoredRids, RidsMonitor, monitor_adherence
 from cq_service.engine.join_constraints import JoinConstraint
-from tests.property.test_join_rids import rids_streams, run
 from tests.unit.engine.batches import relation_at
+from tests.unit.engine.rids_joins import rids_streams, run
 
 C = JoinConstraint("rids", many=0, k=None)
 
