@@ -183,3 +183,17 @@ def test_snapshot_and_restore_keep_the_reduction():
     second.feed(len(values) + 1)
     assert first.out.elements + second.out.elements == whole
     assert second.op.dropped > first.op.dropped > 0
+
+
+def test_per_tuple_path_keeps_no_ca_bookkeeping_without_a_constraint(monkeypatch):
+    """Without a constraint the per-tuple path (float keys, N > RING_LIMIT) neither looks up
+    forgotten partitions nor collects arrivals for a tracker, as the vectorised path does not."""
+
+    def refuse(*_args):
+        raise AssertionError("CA bookkeeping without a constraint")
+
+    monkeypatch.setattr(PartitionRowsWindow, "_reopen", refuse)
+    monkeypatch.setattr(PartitionRowsWindow, "_closed", refuse)
+    values = ca_stream(random.Random(3), 60, 4, 0.0)
+    got, _, op = run(values, 2, None, 5, vector=False)
+    assert got and op.dropped == op.violations == op.missed == 0

@@ -20,7 +20,15 @@ from typing import Any
 
 from cq_service.bench.linear_road.check import OUTPUTS, PIPELINE, _bag_minus, _key, read_outputs
 
-__all__ = ["CONSTRAINTS", "VIEWS", "ViewState", "bench", "clustering_k", "with_constraints"]
+__all__ = [
+    "CONSTRAINTS",
+    "VIEWS",
+    "ViewState",
+    "bench",
+    "clustering_k",
+    "per_car_bound",
+    "with_constraints",
+]
 
 # The views the thesis measures (STREAM's names). CarExitStr is the `exiting` column of
 # CurCarSeg in this pipeline, so it has no operators of its own.
@@ -48,6 +56,30 @@ def clustering_k(rows: Sequence[Mapping[str, int]], attribute: str = "vid") -> i
         else:
             first[v], count[v] = t, 1
     return k
+
+
+def per_car_bound(rows: Sequence[Mapping[str, int]]) -> dict[str, Any]:
+    """The least ratio any exact reduction of per-car state can reach on `rows`: the most cars
+    on the road at once (between their first and last position report, both included) over the
+    cars seen. Even knowing each car's last report in advance, its row (its latest segment, its
+    last reports) must be kept until then, while the plain windows keep every car seen."""
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for t, r in enumerate(rows):
+        if r["type"] == 0:
+            first.setdefault(r["vid"], t)
+            last[r["vid"]] = t
+    events = sorted([(t, 0) for t in first.values()] + [(t, 1) for t in last.values()])
+    on = peak = 0
+    for _, leaving in events:  # at one position a car arrives (0) before it leaves (1)
+        on += -1 if leaving else 1
+        peak = max(peak, on)
+    seen = len(first)
+    return {
+        "cars_seen": seen,
+        "peak_cars_on_road": peak,
+        "ratio": round(peak / seen, 3) if seen else None,
+    }
 
 
 @dataclass
@@ -159,6 +191,7 @@ def bench(
             for line in CONSTRAINTS.splitlines()[1:]
         ],
         "ca_vid_true_k": true_k,
+        "per_car_bound": per_car_bound(rows),
         "reductions_in_use": constrained.reductions,
         "validated": {
             "without": _equal(plain.outputs, want),

@@ -157,18 +157,21 @@ class PartitionRowsWindow(WindowOperator):
         out_ts: list[int] = []
         out_w: list[int] = []
         arrived: list[tuple] = []
+        constrained = self.cluster is not None  # CA bookkeeping only with a constraint
         for row, t in zip(adm.rows(), adm.ts.tolist()):
             key = tuple(row[k] for k in self.keys)
-            arrived.append(key)
             part = self._parts.get(key)
             if part is None:
                 part = self._parts[key] = deque()
-                self._reopen(key)
-            r = self._reopened.get(key)
-            if r is not None:
-                self.missed += int(self.n - r <= len(part) < self.n)
-                if len(part) + 1 >= self.n:
-                    del self._reopened[key]
+                if constrained:
+                    self._reopen(key)
+            if constrained:
+                arrived.append(key)
+                r = self._reopened.get(key)
+                if r is not None:
+                    self.missed += int(self.n - r <= len(part) < self.n)
+                    if len(part) + 1 >= self.n:
+                        del self._reopened[key]
             part.append(row)
             out_rows.append(row)
             out_ts.append(t)
@@ -179,9 +182,10 @@ class PartitionRowsWindow(WindowOperator):
                 out_w.append(-1)
             else:
                 self._rows += 1
-        for key in self._closed(arrived, adm.ts):
-            part = self._parts.pop(key)
-            self._forget(key, len(part))
+        if constrained:
+            for key in self._closed(arrived, adm.ts):
+                part = self._parts.pop(key)
+                self._forget(key, len(part))
         return Batch.from_rows(out_rows, out_ts, out_w, self.out_types)
 
     def _reopen(self, key: tuple) -> None:

@@ -6,7 +6,13 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from cq_service.bench.linear_road.bench import VIEWS, bench, clustering_k, with_constraints
+from cq_service.bench.linear_road.bench import (
+    VIEWS,
+    bench,
+    clustering_k,
+    per_car_bound,
+    with_constraints,
+)
 from cq_service.bench.linear_road.check import PIPELINE
 from cq_service.bench.linear_road.generator import GeneratorConfig, generate
 
@@ -45,3 +51,12 @@ def test_bench_report_with_the_true_ca_k(tmp_path):
     assert report["ca_vid_true_k"] == clustering_k(rows)
     used = [r for r in report["reductions_in_use"] if "CA k=" in r]
     assert used and all(" 0 violations, 0 missed" in r for r in used)
+
+
+def test_per_car_bound():
+    """Cars 1 and 2 overlap, 3 comes after 1 left: at most two on the road of three seen;
+    balance queries (type 2) count for no car."""
+    seq = [(0, 1), (0, 2), (2, 1), (0, 1), (0, 2), (0, 3), (0, 3), (2, 9)]
+    rows = [{"type": ty, "vid": v} for ty, v in seq]
+    assert per_car_bound(rows) == {"cars_seen": 3, "peak_cars_on_road": 2, "ratio": 0.667}
+    assert per_car_bound([])["ratio"] is None
