@@ -4,8 +4,9 @@ symmetric hash join (join.py) keeps one `JoinSide` per input.
 
 A synopsis may be far larger than the deltas (a few auctions closing against ten minutes of
 bids), so no lookup costs a pass over it: the rows are kept as a few runs (appended as deltas
-arrive, merged as they pile up, dropped from the front as a window expires its oldest rows),
-and each run keeps its rows sorted by key when the key is one integer column. A delta's keys
+arrive, merged as they pile up, dropped from the front as a window expires its oldest rows;
+join_runs.py), and each run keeps its rows sorted by key when the key is one integer column.
+A delta's keys
 are looked up in the runs (binary search, or a hash filter for other key types) and only the
 matching rows are read.
 
@@ -29,180 +30,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cq_service.engine.fifo import oldest_retracted
+from cq_service.engine.operators.join_runs import NO_PAIRS, Run, expand_ranges, int_key, match_keys
 from cq_service.engine.retract import allocate, row_hash, same_rows
 
-__all__ = ["JoinSide", "Run", "match_keys"]
-
-_NO_PAIRS = (np.empty(0, np.int64), np.empty(0, np.int64))
-
-
-def _int_key(keys: list[pa.Array]) -> tuple[np.ndarray, np.ndarray] | None:
-    """(values as int64, positions of the non-NULL ones) when the key is one integer column
-    whose values fit an int64; None otherwise."""
-    if len(keys) != 1:
-        return None
-    k = keys[0]
-    t = k.type
-    if not pa.types.is_integer(t) or t == pa.uint64():
-        return None
-    if not k.null_count:
-        return k.to_numpy().astype(np.int64, copy=False), np.arange(len(k))
-    valid = np.flatnonzero(np.asarray(k.is_valid()))
-    values = np.asarray(pc.cast(k.fill_null(0), pa.int64()))
-    return values, valid
-
-
-def _expand(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For ranges [lo[q], hi[q]): (q repeated once per member, the members)."""
-    counts = hi - lo
-    total = int(counts.sum())
-    if total == 0:
-        return _NO_PAIRS
-    q = np.repeat(np.arange(len(lo)), counts)
-    starts = np.cumsum(counts) - counts
-    return q, lo[q] + (np.arange(total) - starts[q])
-
-
-def _sorted_index(keys: list[pa.Array]) -> tuple[np.ndarray, np.ndarray] | None:
-    """The non-NULL keys sorted, with their row positions, when the key is one integer column."""
-    ik = _int_key(keys)
-    if ik is None:
-        return None
-    values, valid = ik
-    order = np.argsort(values[valid], kind="stable")
-    return values[valid][order], valid[order].astype(np.int64)
-
-
-class Run:
-    """Rows [lo, lo + n) of a synopsis (ids count every row ever appended to it), and when the
-    key is one integer column its non-NULL keys sorted, with their row offsets in the run.
-    `dead` rows have weight 0 (cancelled, not yet compacted away); `owned` says whether `w` is
-    the run's own array (else it may be a delta's, and is copied before it is written);
-    `hashes`, kept for a side whose retractions are looked up, is each row's hash (of all its
-    values) sorted, with the row offsets."""
-
-    __slots__ = ("columns", "dead", "hashes", "index", "keys", "lo", "owned", "w")
-
-    def __init__(
-        self,
-        lo: int,
-        columns: list[pa.Array],
-        keys: list[pa.Array],
-        w: np.ndarray,
-        hashes: np.ndarray | None = None,
-    ):
-        self.lo = lo
-        self.columns = columns
-        self.keys = keys
-        self.w = w
-        self.index = _sorted_index(keys)
-        self.hashes = None if hashes is None else _hash_index(hashes)
-        self.dead = int((w == 0).sum())
-        self.owned = False
-
-    def __len__(self) -> int:
-        return len(self.w)
-
-    def nbytes(self) -> int:
-        n = sum(c.nbytes for c in self.columns) + sum(k.nbytes for k in self.keys) + self.w.nbytes
-        for index in (self.index, self.hashes):
-            n += 0 if index is None else index[0].nbytes + index[1].nbytes
-        return n
-
-    def hash_index(self) -> Index:
-        if self.hashes is None:
-            self.hashes = _hash_index(row_hash(self.columns))
-        return self.hashes
-
-    def tail(self, start: int) -> Run:
-        """The run without its first `start` rows (a copy of the indexes, none of the data)."""
-        cut = Run.__new__(Run)
-        cut.lo = self.lo + start
-        cut.columns = [c.slice(start) for c in self.columns]
-        cut.keys = [k.slice(start) for k in self.keys]
-        cut.w = self.w[start:]
-        cut.dead = int((cut.w == 0).sum()) if self.dead else 0
-        cut.owned = False
-        cut.index = _index_from(self.index, start)
-        cut.hashes = _index_from(self.hashes, start)
-        return cut
-
-    @staticmethod
-    def merge(a: Run, b: Run) -> Run:
-        """Two adjacent runs (a just before b) as one."""
-        m = Run.__new__(Run)
-        m.lo = a.lo
-        m.columns = [pa.concat_arrays([x, y]) for x, y in zip(a.columns, b.columns)]
-        m.keys = [pa.concat_arrays([x, y]) for x, y in zip(a.keys, b.keys)]
-        m.w = np.concatenate([a.w, b.w])
-        m.dead = a.dead + b.dead
-        m.owned = True
-        m.hashes = _index_merge(a.hashes, b.hashes, len(a))
-        m.index = _index_merge(a.index, b.index, len(a))
-        if m.index is None:
-            m.index = _sorted_index(m.keys)
-        return m
-
-    def reweight(self, idx: np.ndarray, new: np.ndarray) -> int:
-        """Set the weights of the rows at offsets `idx`; returns the change in the number of
-        rows whose weight is not 1."""
-        if not self.owned:
-            self.w = self.w.copy()
-            self.owned = True
-        old = self.w[idx]
-        self.w[idx] = new
-        self.dead += int((new == 0).sum()) - int((old == 0).sum())
-        return int((new != 1).sum()) - int((old != 1).sum())
-
-    def compacted(self, start: int) -> Run:
-        """The run from offset `start` on without its dead rows."""
-        r = self.tail(start) if start else self
-        keep = r.w != 0
-        cols = r.columns + r.keys
-        kept = pa.RecordBatch.from_arrays(cols, names=[str(i) for i in range(len(cols))])
-        kept = kept.filter(pa.array(keep)).columns
-        m = Run.__new__(Run)
-        m.lo = r.lo
-        m.columns, m.keys = kept[: len(r.columns)], kept[len(r.columns) :]
-        m.w = r.w[keep]
-        m.dead = 0
-        m.owned = True
-        m.index = _index_kept(r.index, keep)
-        m.hashes = _index_kept(r.hashes, keep)
-        return m
-
-
-Index = tuple[np.ndarray, np.ndarray]  # values sorted, and the offsets of their rows
-
-
-def _index_from(index: Index | None, start: int) -> Index | None:
-    """The index of a run's rows from offset `start` on."""
-    if index is None:
-        return None
-    values, pos = index
-    keep = pos >= start
-    return values[keep], pos[keep] - start
-
-
-def _index_merge(a: Index | None, b: Index | None, len_a: int) -> Index | None:
-    """The index of two adjacent runs' rows (b's offsets follow a's `len_a` rows)."""
-    if a is None or b is None:
-        return None
-    values = np.concatenate([a[0], b[0]])
-    pos = np.concatenate([a[1], b[1] + len_a])
-    order = np.argsort(values, kind="stable")  # two sorted runs: a linear merge
-    return values[order], pos[order]
-
-
-def _index_kept(index: Index | None, keep: np.ndarray) -> Index | None:
-    """The index of a run's rows where `keep`, renumbered."""
-    if index is None:
-        return None
-    values, pos = index
-    live = keep[pos]
-    moved = np.cumsum(keep) - 1  # each kept row's offset among the kept
-    return values[live], moved[pos[live]]
-
+__all__ = ["JoinSide", "Run", "match_keys"]  # Run and match_keys: join_runs.py
 
 class JoinSide:
     """One input's current multiset: data columns, key columns, net weights, as runs of rows.
@@ -263,13 +94,13 @@ class JoinSide:
         (NULLs never match; dead rows are skipped), in no particular order. With `lo`/`hi`,
         only rows at positions in [lo, hi), searching only the runs that hold some."""
         if not probe or len(probe[0]) == 0 or len(self) == 0:
-            return _NO_PAIRS
+            return NO_PAIRS
         runs = self._live_runs()
         if lo > 0 or hi is not None:
             end = len(self) if hi is None else hi
             runs = [rb for rb in runs if rb[2] < end and rb[2] + len(rb[0]) - rb[1] > lo]
             if not runs:
-                return _NO_PAIRS
+                return NO_PAIRS
             q, j = self.lookup_runs(probe, runs)
             keep = (j >= lo) & (j < end)
             return q[keep], j[keep]
@@ -279,7 +110,7 @@ class JoinSide:
         self, probe: list[pa.Array], runs: list[tuple[Run, int, int]]
     ) -> tuple[np.ndarray, np.ndarray]:
         """`lookup` in some of the live runs."""
-        pk = _int_key(probe) if all(r.index is not None for r, _, _ in runs) else None
+        pk = int_key(probe) if all(r.index is not None for r, _, _ in runs) else None
         qs, js = [], []
         for r, start, base in runs:
             if pk is not None:
@@ -292,7 +123,7 @@ class JoinSide:
             qs.append(q[keep])
             js.append(j[keep] - start + base)
         if not qs:
-            return _NO_PAIRS
+            return NO_PAIRS
         return np.concatenate(qs), np.concatenate(js)
 
     @staticmethod
@@ -303,7 +134,7 @@ class JoinSide:
         v = pvals[pvalid]
         lo = np.searchsorted(values, v, side="left")
         hi = np.searchsorted(values, v, side="right")
-        q, k = _expand(lo, hi)
+        q, k = expand_ranges(lo, hi)
         return pvalid[q], pos[k]
 
     @staticmethod
@@ -317,7 +148,7 @@ class JoinSide:
             mask = m if mask is None else pc.and_(mask, m)
         cand = np.flatnonzero(np.asarray(mask.fill_null(False)))  # type: ignore[union-attr]
         if len(cand) == 0:
-            return _NO_PAIRS
+            return NO_PAIRS
         ci = pa.array(cand)
         q, j = match_keys(probe, [k.take(ci) for k in keys])
         return q, cand[j] + start
@@ -418,7 +249,7 @@ class JoinSide:
             values, pos = r.hash_index()
             lo = np.searchsorted(values, mh, side="left")
             hi = np.searchsorted(values, mh, side="right")
-            q, k = _expand(lo, hi)
+            q, k = expand_ranges(lo, hi)
             off = pos[k]
             sw = r.w[off]
             live = (off >= start) & (sw > 0)  # not expired, dead, or another retraction
@@ -612,23 +443,3 @@ class JoinSide:
             w[idx].astype(np.int64),
         )
         self._nonunit = int((w[idx] != 1).sum())
-
-
-def _hash_index(h: np.ndarray) -> Index:
-    order = np.argsort(h, kind="stable")
-    return h[order], order
-
-
-def match_keys(a_keys: list[pa.Array], b_keys: list[pa.Array]) -> tuple[np.ndarray, np.ndarray]:
-    """Index pairs (i, j) with a_keys[i] = b_keys[j] (NULLs never match), sorted."""
-    na, nb = len(a_keys[0]) if a_keys else 0, len(b_keys[0]) if b_keys else 0
-    if na == 0 or nb == 0:
-        return _NO_PAIRS
-    knames = [f"k{i}" for i in range(len(a_keys))]
-    a = pa.table({**dict(zip(knames, a_keys)), "__i": pa.array(np.arange(na))})
-    b = pa.table({**dict(zip(knames, b_keys)), "__j": pa.array(np.arange(nb))})
-    j = a.join(b, keys=knames, join_type="inner", use_threads=False)
-    i_idx = j.column("__i").to_numpy().astype(np.int64)
-    j_idx = j.column("__j").to_numpy().astype(np.int64)
-    order = np.lexsort((j_idx, i_idx))  # hash-join order is arbitrary; make it reproducible
-    return i_idx[order], j_idx[order]

@@ -285,6 +285,7 @@ def _window_streams(rng, key_of, steps=30):
 def test_runs_and_lookups_give_the_same_elements(key_kind, seed, monkeypatch):
     """Many small runs, one run, with and without the sorted key index: the same elements in
     the same order, and the join of the two relations at every instant."""
+    import cq_service.engine.operators.join_runs as runs
     import cq_service.engine.operators.join_synopsis as synopsis
 
     key_of = (lambda v: [None, 0, 1, 2, 3][v]) if key_kind == "int" else (lambda v: [None, "p", "q", "r", "s"][v])
@@ -294,9 +295,9 @@ def test_runs_and_lookups_give_the_same_elements(key_kind, seed, monkeypatch):
     results = []
     for ratio, indexed in [(0, True), (1e9, True), (0, False), (2, True)]:
         monkeypatch.setattr(synopsis.JoinSide, "MERGE_RATIO", ratio)
-        sorted_index = synopsis._sorted_index if indexed else (lambda keys: None)
+        sorted_index = runs._sorted_index if indexed else (lambda keys: None)
         with monkeypatch.context() as m:
-            m.setattr(synopsis, "_sorted_index", sorted_index)
+            m.setattr(runs, "_sorted_index", sorted_index)
             h = TwoInputs(join_op(), [lt, rt], lt + rt)
             most_runs = 0
             for t in range(30):
@@ -513,8 +514,10 @@ def test_retractions_cancel_equal_rows_of_any_weight(seed):
         assert len(side) == 0 or bool((side.live_arrays()[2] > 0).all())
 
 
-def test_a_side_pickled_under_the_old_module_path_loads():
-    """Snapshots written before join_synopsis.py name `join._Side` and `join._Run`."""
+@pytest.mark.parametrize("run_was", [b"join\n_Run", b"join_synopsis\nRun"])
+def test_a_side_pickled_under_the_old_module_path_loads(run_was):
+    """Snapshots written before join_synopsis.py name `join._Side` and `join._Run`; those
+    written before join_runs.py name `join_synopsis.Run`."""
     import pickle
 
     from cq_service.engine.operators.join_synopsis import JoinSide
@@ -523,12 +526,11 @@ def test_a_side_pickled_under_the_old_module_path_loads():
     batch = B(LT, (1, (1, "a"), 1), (1, (2, "b"), 2), (2, (1, "a"), -1))
     side.add(list(batch.columns), [batch.columns[0]], batch.w)
     old = pickle.dumps(side, protocol=2)  # GLOBAL opcodes: module and name as text
-    new_mod = b"cq_service.engine.operators.join_synopsis\n"
-    old_mod = b"cq_service.engine.operators.join\n"
-    for name, was in ((b"JoinSide", b"_Side"), (b"Run", b"_Run")):
-        assert new_mod + name + b"\n" in old
-        old = old.replace(new_mod + name + b"\n", old_mod + was + b"\n")
-    assert new_mod not in old
+    package = b"cq_service.engine.operators."
+    for now, was in ((b"join_synopsis\nJoinSide", b"join\n_Side"), (b"join_runs\nRun", run_was)):
+        assert package + now + b"\n" in old
+        old = old.replace(package + now + b"\n", package + was + b"\n")
+    assert b"join_runs" not in old
     again = pickle.loads(old)
     assert type(again) is JoinSide
     assert _side_rows(again) == _side_rows(side) == Counter({(2, "b"): 2})
