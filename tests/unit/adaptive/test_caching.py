@@ -7,7 +7,7 @@ from itertools import combinations
 
 import numpy as np
 
-from cq_service.adaptive.caching import CALL, KEY, ACaching, best_segments, net_benefit
+from cq_service.adaptive.caching import CALL, KEY, PASS, ACaching, best_segments, net_benefit
 from cq_service.engine.cache_policy import Segment, SegmentStats
 
 
@@ -38,7 +38,7 @@ def test_net_benefit_counts_batches() -> None:
     # 4 batches, one of them with a key missing: 3 batches skip the segment's 2 probe calls;
     # every batch pays a pass through the cache, and each distinct key a lookup
     s = _stats(seg, batches=4, fills=1, keys=30, **rows)
-    assert net_benefit(s) == base + CALL * (3 * 2 - 4) - KEY * 30
+    assert net_benefit(s) == base + CALL * 3 * 2 - PASS * 4 - KEY * 30
     # every batch fills, many distinct keys: the per-row saving does not pay for the passes
     s = _stats(seg, batches=4, fills=4, keys=100, **rows)
     assert net_benefit(s) < 0
