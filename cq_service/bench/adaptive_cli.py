@@ -127,6 +127,8 @@ def bench_joins(
     quick: bool = typer.Option(False, help="3-way cases at a quarter of the size: the CI check"),
     json_output: bool = typer.Option(False, "--json", help="print JSON"),
     work: Path = typer.Option(Path("benchmarks/data/joins"), help="pipelines, inputs"),
+    repeats: int = typer.Option(3, help="rounds of every setting per case (medians reported)"),
+    plots: Path | None = typer.Option(None, help="folder for the PNG charts"),
 ) -> None:
     """Thesis 003 ch. 5 on the engine: a windowed 3- and 4-way join as a tree, an MJoin and an
     MJoin with A-Caching, uniform and skewed keys: throughput, state peak (docs/joins.md)."""
@@ -136,7 +138,11 @@ def bench_joins(
 
     cases = [c for c in CASES if c.endswith("-3")] if quick else list(CASES)
     say = (lambda _: None) if json_output else typer.echo
-    out = run_all(cases, work, scale=0.25 if quick else 1.0, say=say)
+    out = run_all(cases, work, scale=0.25 if quick else 1.0, say=say, repeats=repeats)
+    if plots is not None:
+        from cq_service.bench.joins.plots import charts
+
+        charts(out, plots, "quick" if quick else "full")
     if json_output:
         typer.echo(json.dumps(out))
 

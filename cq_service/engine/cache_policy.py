@@ -45,7 +45,11 @@ class SegmentStats:
     rows_out: int = 0  # rows that left it
     updates: int = 0  # rows of its inputs inserted or deleted
     lookups: int = 0  # rows looked up in its cache or shadow
-    hits: int = 0  # of those, found
+    hits: int = 0  # of those, found (or sharing a fill with an earlier row of their batch)
+    traversals: int = 0  # rows whose run through the segment `work` counts (0: rows_in)
+    batches: int = 0  # batches looked up (each one call of the probes, uncached)
+    fills: int = 0  # of those, batches with a key missing (the probes ran for it)
+    keys: int = 0  # distinct keys looked up, summed over the batches
     entries: int = 0  # entries held now
     cached_rows: int = 0  # result rows held now
     state: str = "unused"  # used | profiled | unused

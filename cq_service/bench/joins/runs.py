@@ -9,6 +9,8 @@ of the three forms' (issue 25: never more than 10% behind)."""
 
 from __future__ import annotations
 
+import os
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,6 +25,7 @@ __all__ = ["SETTINGS", "run_all", "run_one"]
 SETTINGS = ("tree", "mjoin", "mjoin-caching", "auto")
 FORMS = ("tree", "mjoin", "mjoin-caching")
 AUTO_SLACK = 0.10  # auto may be this far behind the best form's throughput
+THROUGHPUT = "tuples_per_cpu_s"  # what the checks compare (medians over rounds)
 SAMPLE = 8
 JOIN_KINDS = ("join", "mjoin")
 
@@ -54,14 +57,17 @@ def run_one(template: Path, setting: str, batch_rows: int = BATCH_ROWS) -> dict:
         peak[0] = max(peak[0], rows)
         peak[1] = max(peak[1], nbytes)
 
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     report = run_pipeline(compiled, batch_rows=batch_rows, after_step=after)
     seconds = time.perf_counter() - start
+    cpu = time.process_time() - cpu_start
     ex = report.executor
     tuples = sum(s["elements"] for s in report.sources.values())
     out = {
         "seconds": seconds,
+        "cpu_seconds": cpu,
         "tuples_per_s": tuples / seconds if seconds else 0.0,
+        "tuples_per_cpu_s": tuples / cpu if cpu else 0.0,
         "tuples": tuples,
         "results": sum(report.sinks.values()),
         "peak_state_rows": peak[0],
@@ -90,8 +96,10 @@ def run_all(
     settings: Sequence[str] = SETTINGS,
     scale: float = 1.0,
     say: Callable[[str], None] = lambda _: None,
+    repeats: int = 3,
 ) -> dict[str, dict]:
-    """{case: {"setting": {...run_one...}, ..., "checks": {...}}}."""
+    """{case: {"setting": {...medians of run_one..., "rounds": [...]}, ..., "checks": {...},
+    "load": {"before": ..., "after": ...}}}."""
     out: dict[str, dict] = {}
     for k, name in enumerate(cases):
         case = CASES[name]
@@ -100,42 +108,68 @@ def run_all(
             # discarded: a process's first runs are slower (imports, kernels, allocator), which
             # would be charged to whichever setting runs first
             run_one(template, settings[0])
-        runs = {}
-        for setting in settings:
-            runs[setting] = r = run_one(template, setting)
+        load_before = os.getloadavg()
+        rounds: dict[str, list[dict]] = {s: [] for s in settings}
+        for r in range(max(1, repeats)):
+            for setting in settings[r % len(settings) :] + settings[: r % len(settings)]:
+                rounds[setting].append(run_one(template, setting))
+        runs = {s: _median_run(rs) for s, rs in rounds.items()}
+        for setting, rr in runs.items():
             say(
-                f"{name:10} {setting:14} {r['tuples_per_s']:10.0f} tuples/s "
-                f"{r['seconds']:7.2f} s  state peak {r['peak_state_rows']:8d} rows "
-                f"{r['peak_state_bytes'] / 2**20:7.2f} MiB  results {r['results']}"
-                + (f"  caches {r['caches']} hit {r['cache_hit_rate']}" if "caches" in r else "")
-                + (f"  chose {r['join_form']}" if "join_form" in r else "")
+                f"{name:10} {setting:14} {rr['tuples_per_cpu_s']:9.0f} tuples/cpu-s "
+                f"{rr['tuples_per_s']:9.0f} tuples/s  state peak {rr['peak_state_rows']:7d} rows "
+                f"{rr['peak_state_bytes'] / 2**20:6.2f} MiB  results {rr['results']}"
+                + (f"  caches {rr['caches']} hit {rr['cache_hit_rate']}" if "caches" in rr else "")
+                + (f"  chose {rr['join_form']}" if "join_form" in rr else "")
             )
         base = runs[settings[0]]
         checks = {
-            f"{s}_same_results_as_{settings[0]}": runs[s]["results"] == base["results"]
+            f"{s}_same_results_as_{settings[0]}": all(
+                x["results"] == base["results"] for x in rounds[s]
+            )
             for s in settings[1:]
         }
         if "tree" in runs and "mjoin" in runs:
             checks["mjoin_less_state_than_tree"] = (
                 runs["mjoin"]["peak_state_rows"] < runs["tree"]["peak_state_rows"]
             )
-        if "mjoin" in runs and "mjoin-caching" in runs:
-            checks["caching_speedup_over_mjoin"] = (
-                runs["mjoin-caching"]["tuples_per_s"] / runs["mjoin"]["tuples_per_s"]
-            )
         if "tree" in runs and "mjoin-caching" in runs:
-            checks["caching_speedup_over_tree"] = (
-                runs["mjoin-caching"]["tuples_per_s"] / runs["tree"]["tuples_per_s"]
+            checks["caching_less_state_than_tree"] = (
+                runs["mjoin-caching"]["peak_state_rows"] < runs["tree"]["peak_state_rows"]
             )
+        if "mjoin" in runs and "mjoin-caching" in runs:
+            checks["caching_speedup_over_mjoin"] = _ratio(runs, "mjoin-caching", "mjoin")
+        if "tree" in runs and "mjoin-caching" in runs:
+            checks["caching_speedup_over_tree"] = _ratio(runs, "mjoin-caching", "tree")
         checks.update(_auto_checks(runs))
         if "auto_vs_best" in checks:
             say(
                 f"{name:10} auto ({runs['auto']['join_form']}) at {checks['auto_vs_best']:.2f} "
-                f"of the best ({checks['best_form']}); its form's own run at "
+                f"of the best ({checks['best_form']}); its form's own runs at "
                 f"{checks.get('auto_form_vs_best', 0):.2f}"
             )
-        out[name] = {**runs, "checks": checks}
+        load = {"before": list(load_before), "after": list(os.getloadavg())}
+        out[name] = {**runs, "checks": checks, "load": load, "repeats": max(1, repeats)}
     return out
+
+
+MEASURES = ("seconds", "cpu_seconds", "tuples_per_s", "tuples_per_cpu_s")
+
+
+def _median_run(rounds: list[dict]) -> dict:
+    """One setting's rounds as one run: the medians of the timings (with every round's kept
+    under "rounds"), the largest state peak, the rest from the last round."""
+    out = dict(rounds[-1])
+    for m in MEASURES:
+        out[m] = statistics.median(r[m] for r in rounds)
+    out["peak_state_rows"] = max(r["peak_state_rows"] for r in rounds)
+    out["peak_state_bytes"] = max(r["peak_state_bytes"] for r in rounds)
+    out["rounds"] = [{m: r[m] for m in MEASURES} for r in rounds]
+    return out
+
+
+def _ratio(runs: dict[str, dict], a: str, b: str, measure: str = THROUGHPUT) -> float:
+    return runs[a][measure] / runs[b][measure] if runs[b][measure] else 0.0
 
 
 def _auto_checks(runs: dict[str, dict]) -> dict:
@@ -143,9 +177,9 @@ def _auto_checks(runs: dict[str, dict]) -> dict:
     forms = [f for f in FORMS if f in runs]
     if "auto" not in runs or not forms:
         return {}
-    best = max(forms, key=lambda f: runs[f]["tuples_per_s"])
-    top = runs[best]["tuples_per_s"]
-    ratio = runs["auto"]["tuples_per_s"] / top if top else 0.0
+    best = max(forms, key=lambda f: runs[f][THROUGHPUT])
+    top = runs[best][THROUGHPUT]
+    ratio = runs["auto"][THROUGHPUT] / top if top else 0.0
     chosen = runs["auto"].get("join_form")
     out = {
         "best_form": best,
@@ -155,5 +189,7 @@ def _auto_checks(runs: dict[str, dict]) -> dict:
     if chosen in runs and top:
         # the chosen form's own run against the best: auto's run less the run-to-run noise of
         # running one plan twice on a shared machine
-        out["auto_form_vs_best"] = runs[chosen]["tuples_per_s"] / top
+        out["auto_form_vs_best"] = runs[chosen][THROUGHPUT] / top
+        # auto's runs against its own form's: 1 but for noise (the same plan run twice)
+        out["auto_vs_own_form"] = _ratio(runs, "auto", chosen)
     return out

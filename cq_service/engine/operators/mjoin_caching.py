@@ -9,6 +9,11 @@ inputs from their relations alone: no segment input before i in port order has a
 step (the telescoping sum reads those as R + Δ; the cache holds R's join). Misses are filled
 by running the segment's probes, with only the filters that read segment inputs alone, on one
 partial row per missing key; the filters that also read earlier inputs run after the lookup.
+
+A batch's rows are looked up together: a missing key is filled once for all its rows, so
+every row but the first of each filled key counts as a hit (the segment's work it skips), and
+a shadow counts the same way. A cache thus pays even when no entry outlives a batch, if the
+batch's keys repeat (skew): the plain MJoin's vectorised probes do the segment's work per row.
 """
 
 from __future__ import annotations
@@ -25,6 +30,19 @@ __all__ = ["CachingMixin"]
 
 # Result rows all of a join's caches may hold, unless the resource manager sets another pool.
 DEFAULT_POOL_ROWS = 1 << 18
+# the counts of a candidate's statistics, halved at each choice
+HALVED = (
+    "rows_in",
+    "work",
+    "rows_out",
+    "updates",
+    "lookups",
+    "hits",
+    "traversals",
+    "batches",
+    "fills",
+    "keys",
+)
 
 
 class CachingMixin:
@@ -180,8 +198,11 @@ class CachingMixin:
         found: list[tuple | None] = [cache.get(k) for k in distinct]
         st.lookups += m
         missing = [x for x, e in enumerate(found) if e is None]
-        hit_rows = m - int(np.isin(inv, np.array(missing, np.int64)).sum()) if missing else m
-        st.hits += hit_rows
+        st.hits += m - len(missing)  # a batch's rows of a key share its one fill
+        st.batches += 1
+        st.keys += len(distinct)
+        st.fills += 1 if missing else 0
+        st.traversals += len(missing)  # a fill runs one row per missing key
         entries = [None if e is None else e[1:] for e in found]
         pinned = None
         if missing:
@@ -255,6 +276,7 @@ class CachingMixin:
             if len(span) < seg.end - seg.start or any(x is None for x in span):
                 continue
             st.rows_in += span[0][0]
+            st.traversals += span[0][0]
             st.rows_out += span[-1][1]
             st.work += sum(a + b for a, b in span)
             sh = self._shadows.get(seg)
@@ -263,11 +285,17 @@ class CachingMixin:
                 keys, inv = sh.distinct(cols, m)
                 counts = np.bincount(inv, minlength=len(keys))
                 st.lookups += m
+                st.batches += 1
+                st.keys += len(keys)
+                new = 0
                 for key, c in zip(keys, counts.tolist(), strict=True):
                     if sh.get(key) is not None:
-                        st.hits += c  # as the cache counts: a key's rows all hit or all miss
-                    else:
+                        st.hits += c
+                    else:  # as the cache counts: the key's first row fills, the rest hit
+                        st.hits += c - 1
+                        new += 1
                         sh.put(key)
+                st.fills += 1 if new else 0
 
     # -- consistency ------------------------------------------------------------------------------
 
@@ -321,7 +349,7 @@ class CachingMixin:
             st.cached_rows = c.rows if c is not None else 0
         self.apply_choice(sel.choose(list(self._seg_stats.values()), self.cache_pool_rows))
         for st in self._seg_stats.values():
-            for f in ("rows_in", "work", "rows_out", "updates", "lookups", "hits"):
+            for f in HALVED:
                 setattr(st, f, getattr(st, f) // 2)
 
     def apply_choice(self, choice: Choice) -> None:

@@ -7,7 +7,7 @@ from itertools import combinations
 
 import numpy as np
 
-from cq_service.adaptive.caching import ACaching, best_segments, net_benefit
+from cq_service.adaptive.caching import CALL, KEY, PASS, ACaching, best_segments, net_benefit
 from cq_service.engine.cache_policy import Segment, SegmentStats
 
 
@@ -29,6 +29,22 @@ def test_net_benefit_terms() -> None:
     assert net_benefit(s) == 100 * (0.9 * 10 - 1 - 2) - 50 - 40 * 0.05
     cold = _stats(seg, rows_in=100, work=300, rows_out=100, lookups=100, hits=10, updates=0)
     assert net_benefit(cold) < 0  # hits too rare to pay for lookups
+
+
+def test_net_benefit_counts_batches() -> None:
+    seg = Segment(0, 0, 2)
+    rows = dict(rows_in=100, work=1000, rows_out=200, lookups=100, hits=90, updates=50)
+    base = 100 * (0.9 * 10 - 1 - 2) - 50
+    # 4 batches, one of them with a key missing: 3 batches skip the segment's 2 probe calls;
+    # every batch pays a pass through the cache, and each distinct key a lookup
+    s = _stats(seg, batches=4, fills=1, keys=30, **rows)
+    assert net_benefit(s) == base + CALL * 3 * 2 - PASS * 4 - KEY * 30
+    # every batch fills, many distinct keys: the per-row saving does not pay for the passes
+    s = _stats(seg, batches=4, fills=4, keys=100, **rows)
+    assert net_benefit(s) < 0
+    # a used cache's work is its fills': W per traversal (one row per missing key)
+    s = _stats(seg, traversals=10, **{**rows, "work": 100})
+    assert net_benefit(s) == base
 
 
 def _exhaustive(nets: dict[Segment, float]) -> float:

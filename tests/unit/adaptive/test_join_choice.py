@@ -4,6 +4,7 @@ should win, and the statistics it reads from a plan."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,15 @@ def test_each_form_wins_where_it_should(tmp_path, q, size, updates, edge_sel, fo
     assert set(choice.costs) == {"tree", "mjoin", "mjoin-caching"}
     if form != "tree":  # the MJoin holds less than the tree here
         assert choice.costs["mjoin"][1] < choice.costs["tree"][1]
+
+
+def test_an_mjoin_chosen_on_assumed_statistics_runs_with_a_caching(tmp_path: Path) -> None:
+    plan, cand = _candidate(tmp_path, STAR)
+    stats = _stats(cand, (400, 400, 400), (2, 2, 2), (0.05, 0.05))
+    assert choose_join(plan, cand, stats).form == "mjoin"  # measured: the plain MJoin
+    assumed = replace(stats, assumed=("A: one element per time unit",))
+    choice = choose_join(plan, cand, assumed)
+    assert choice.form == "mjoin-caching" and choice.costs == choose_join(plan, cand, stats).costs
 
 
 def test_two_inputs_are_never_asked(tmp_path: Path) -> None:

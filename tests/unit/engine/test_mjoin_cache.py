@@ -85,6 +85,32 @@ def test_a_cache_is_hit_and_forgets_what_expired() -> None:
     assert stats_total_hits > 0
 
 
+def test_a_batch_s_rows_of_a_key_share_one_fill() -> None:
+    # X's pipeline (A then B) cached from the first step; one batch of X with keys
+    # 0, 0, 0, 1, 1, 3 (3 matches nothing in A): three fills, the other three rows hit
+    edges = (Edge(0, col(0), 1, col(0)), Edge(1, col(1), 2, col(0)))
+    j = _with(Inputs(3, edges), AllCaches(every=1))
+    j.push(1, *((1, (k, k)) for k in range(3)))
+    j.push(2, *((1, (v, 7)) for v in range(3)))
+    j.beat(1)
+    j.run()  # the first choice: every candidate used
+    j.op.cache_selector.every = 1000  # no more choices: the counts stay as they are
+    st = j.op._seg_stats[Segment(0, 0, 2)]
+    assert st.state == "used"
+    for f in ("lookups", "hits", "batches", "fills", "keys", "traversals"):
+        setattr(st, f, 0)
+    j.push(0, *((2, (k, 0)) for k in (0, 0, 0, 1, 1, 3)))
+    j.beat(2)
+    j.run()
+    assert (st.lookups, st.hits, st.batches, st.fills, st.keys) == (6, 3, 1, 1, 3)
+    assert st.traversals == 3  # a fill runs one row per missing key
+    j.push(0, *((3, (k, 0)) for k in (1, 0, 0)))
+    j.beat(3)
+    j.run()  # every key found: no fill
+    assert (st.lookups, st.hits, st.batches, st.fills, st.keys) == (9, 6, 2, 1, 5)
+    check(j, chain_match, 3)
+
+
 def test_restore_starts_the_caches_again() -> None:
     j = _repeated(AllCaches(every=1), steps=12)
     assert any(len(c) for c in j.op._caches.values())
