@@ -11,7 +11,7 @@ import pytest
 from cq_service.adaptive.estimate import Observed
 from cq_service.adaptive.join_choice import JoinStats, choose_join, join_chooser
 from cq_service.plan.mjoins import JoinChoice, multiway_joins
-from tests.unit.plan.test_mjoins import _compiled
+from tests.unit.plan.join_pipelines import compile_joins
 
 CHAIN = "SELECT * FROM A [Range 5], B [Range 5], C [Range 5] WHERE A.k = B.k AND B.y = C.k"
 STAR = "SELECT * FROM A [Range 5], B [Range 5], C [Range 5] WHERE A.k = B.k AND A.k = C.k"
@@ -24,7 +24,7 @@ def _candidate(tmp_path: Path, q: str):
         seen.append((plan, cand))
         return JoinChoice("tree")
 
-    multiway_joins(_compiled(tmp_path, {"q": q}, "auto").plan, "auto", grab)
+    multiway_joins(compile_joins(tmp_path, {"q": q}, "auto").plan, "auto", grab)
     (found,) = seen
     return found
 
@@ -62,7 +62,7 @@ def test_each_form_wins_where_it_should(tmp_path, q, size, updates, edge_sel, fo
 
 
 def test_two_inputs_are_never_asked(tmp_path: Path) -> None:
-    compiled = _compiled(
+    compiled = compile_joins(
         tmp_path, {"q": "SELECT * FROM A [Range 5], B [Range 5] WHERE A.k = B.k"}, "auto"
     )
     plan = multiway_joins(compiled.plan, "auto", join_chooser())
