@@ -7,33 +7,12 @@ Deadlines are generous and only bound polling: nothing here measures time. With
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import urllib.request
-from pathlib import Path
-from typing import Any
 
 from playwright.sync_api import Page, expect
 
 from tests.browser.conftest import TOKEN, Served
-
-DEADLINE_MS = 120_000
-SHOTS = os.environ.get("CQ_UI_SCREENSHOTS")
-
-
-def _get(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=30) as r:
-        body = r.read().decode()
-        return json.loads(body) if r.headers.get_content_type() == "application/json" else body
-
-
-def _shot(page: Page, name: str, height: int | None = None) -> None:
-    if SHOTS:
-        Path(SHOTS).mkdir(parents=True, exist_ok=True)
-        if height is not None:  # room for the whole graph (its box is 75% of the window)
-            page.set_viewport_size({"width": 1400, "height": height})
-        page.screenshot(path=str(Path(SHOTS) / name), full_page=True)
+from tests.browser.pages import DEADLINE_MS, api_get, shot
 
 
 def _open_plan(page: Page, served: Served, pipeline: str) -> None:
@@ -44,7 +23,7 @@ def _open_plan(page: Page, served: Served, pipeline: str) -> None:
 
 def test_plan_graph_shows_every_operator_of_explain(page: Page, served: Served) -> None:
     _open_plan(page, served, "shop")
-    explain = _get(served.url + "/pipelines/shop/explain")
+    explain = api_get(served.url + "/pipelines/shop/explain")
     listed = re.findall(r"^  (#\d+ .+?)  <- ", explain, flags=re.M)
     assert len(listed) == 7, explain
     titles = page.locator("#graph g.node text.title")
@@ -67,7 +46,7 @@ def test_counters_change_as_data_flows(page: Page, served: Served) -> None:
     expect(counter).to_have_text(re.compile(r"^in [1-9]"), timeout=DEADLINE_MS)
     first = counter.text_content()
     expect(counter).not_to_have_text(first or "", timeout=DEADLINE_MS)  # no reload: the feed
-    _shot(page, "plan.png", height=1900)
+    shot(page, "plan.png", height=1900)
 
 
 def test_weight_set_through_the_page(page: Page, served: Served) -> None:
@@ -82,7 +61,7 @@ def test_weight_set_through_the_page(page: Page, served: Served) -> None:
         "The weight of per_auction is now 2.5.", timeout=DEADLINE_MS
     )
     assert served.worker.catalog.query("shop", "per_auction").weight == 2.5
-    _shot(page, "weight.png")
+    shot(page, "weight.png")
 
 
 def test_wrong_token_refused_in_the_page(page: Page, served: Served) -> None:
@@ -102,7 +81,7 @@ def test_invalid_pipeline_shows_its_position(page: Page, served: Served) -> None
     page.goto(served.url + "/ui")
     rejected = next(
         p
-        for p in _get(served.url + "/pipelines")["pipelines"]
+        for p in api_get(served.url + "/pipelines")["pipelines"]
         if p.get("rejected") and p["rejected"]["file"].endswith("bad/pipeline.yaml")
     )
     errors = rejected["rejected"]["errors"]
@@ -111,4 +90,4 @@ def test_invalid_pipeline_shows_its_position(page: Page, served: Served) -> None
     expect(row.locator(".status")).to_have_text("rejected", timeout=DEADLINE_MS)
     for e in errors:
         expect(row.locator(".errors")).to_contain_text(str(e))
-    _shot(page, "pipelines.png")
+    shot(page, "pipelines.png")

@@ -14,7 +14,7 @@ import urllib.request
 from playwright.sync_api import Page, expect
 
 from tests.browser.conftest import TOKEN, Served
-from tests.browser.test_ui import DEADLINE_MS, SHOTS, _shot
+from tests.browser.pages import DEADLINE_MS, SHOTS, shot
 
 
 def _open(page: Page, served: Served, pipeline: str) -> None:
@@ -67,7 +67,7 @@ def test_budget_pressure_shows_in_the_timeline(page: Page, served: Served) -> No
             "Number(document.querySelector('#memory-chart').dataset.points) >= 40",
             timeout=DEADLINE_MS,
         )
-    _shot(page, "memory.png")
+    shot(page, "memory.png")
 
     # A query added that cannot fit even with every window at its minimum: rejected.
     file = served.folder / "tight" / "pipeline.yaml"

@@ -15,7 +15,7 @@ import urllib.request
 from playwright.sync_api import Locator, Page, expect
 
 from tests.browser.conftest import TOKEN, Served
-from tests.browser.test_ui import DEADLINE_MS, _get, _shot
+from tests.browser.pages import DEADLINE_MS, api_get, shot
 
 
 def _open(page: Page, served: Served) -> None:
@@ -79,7 +79,7 @@ def test_memory_budget_and_qos_set_through_the_page(page: Page, served: Served) 
     )
     assert served.worker.catalog.query("shop", "per_auction").qos == {"window": [5000, 20000]}
     expect(_row(page, "per_auction").locator(".qos")).to_have_text("window=5000..20000")
-    _shot(page, "control.png")
+    shot(page, "control.png")
 
 
 def test_invalid_values_show_the_apis_message(page: Page, served: Served) -> None:
@@ -118,7 +118,7 @@ def test_results_arrive_in_the_page(page: Page, served: Served) -> None:
     line = json.loads(results.first.text_content() or "")
     assert "auction" in line and "n" in line, line
     expect(page.locator("#results-status")).to_contain_text("results of per_auction received")
-    _shot(page, "results.png")
+    shot(page, "results.png")
     # the source's late and dead-lettered counts, from the live feed
     source = page.locator("#bad-input tbody tr")
     expect(source).to_have_count(1, timeout=DEADLINE_MS)
@@ -126,7 +126,7 @@ def test_results_arrive_in_the_page(page: Page, served: Served) -> None:
 
 
 def test_deployment_history_shows_errors_at_their_position(page: Page, served: Served) -> None:
-    listed = _get(served.url + "/pipelines")["pipelines"]
+    listed = api_get(served.url + "/pipelines")["pipelines"]
     name = next(p["name"] for p in listed if p.get("rejected"))  # the file's stem: it never loaded
     page.goto(served.url + "/ui")
     page.get_by_role("button", name=name, exact=True).click()
@@ -135,7 +135,7 @@ def test_deployment_history_shows_errors_at_their_position(page: Page, served: S
     [logged] = served.worker.catalog.deployments(name)
     assert logged.error and re.search(r"bad/pipeline\.yaml:\d+:\d+: ", logged.error), logged
     expect(rejected.locator("pre.errors")).to_have_text(logged.error)
-    _shot(page, "deployments.png")
+    shot(page, "deployments.png")
     page.get_by_role("button", name="shop", exact=True).click()
     expect(page.locator("#deployments tr[data-status=applied]")).to_have_count(
         1, timeout=DEADLINE_MS

@@ -218,7 +218,7 @@ class _LocalStack:
     def __init__(self, cleanup: ExitStack):
         import tempfile
 
-        from tests.integration.test_worker_kafka import Worker, free_port
+        from tests.integration.worker_process import Worker, free_port
         from tests.services import up
 
         services = up()

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from kafka import KafkaAdminClient
 
 from tests.containers.stack import Stack
-from tests.integration.test_worker_kafka import (
+from tests.integration.kafka_workload import (
     PARTITIONS,
     QUERIES,
     N,

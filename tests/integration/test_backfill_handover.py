@@ -19,7 +19,8 @@ from cq_service.catalog import Catalog
 from cq_service.compiler import load_and_compile
 from cq_service.runner import run_pipeline
 from cq_service.spec import load_pipeline
-from tests.integration.test_worker_kafka import Results, Worker, free_port
+from tests.integration.kafka_workload import Results
+from tests.integration.worker_process import Worker, free_port
 
 PARTITIONS = 2
 N = 600

@@ -29,7 +29,7 @@ from cq_service.compiler import compile_pipeline
 from cq_service.io.kafka import API_VERSION
 from cq_service.runner import run_pipeline
 from cq_service.spec import load_pipeline
-from tests.integration.test_spark_runner import MULTI, assert_same, lines, with_file_sinks
+from tests.integration.runner_outputs import MULTI, assert_same, lines, with_file_sinks
 from tests.services.spark import SparkCluster
 
 CQ = Path(sys.executable).parent / "cq"
@@ -132,7 +132,8 @@ def test_backfill_on_the_cluster_equals_cq_run(spark_cluster, nexmark_data, tmp_
 
 # -- the Spark runner -----------------------------------------------------------------------------
 
-# test_spark_runner's two-query pipeline on the runner, writing under {out}.
+# The Spark runner tests' two-query pipeline (runner_outputs.MULTI) on the runner, writing
+# under {out}.
 RUNNER = (MULTI.replace("name: multi\n", "name: cluster\n")
           .replace("time_unit: ms\n", "time_unit: ms\nresources: {{runner: spark}}\n")
           .replace("path: out/", "path: {out}/")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from cq_service.io.kafka import API_VERSION
 from cq_service.runner import run_pipeline
 from cq_service.spec import load_pipeline_text
 from cq_service.spec.model import SinkSpec
+from tests.integration.runner_outputs import MULTI, assert_same, lines, with_file_sinks
 
 
 @pytest.fixture(scope="module")
@@ -63,20 +63,6 @@ def consume(bootstrap: str, topic: str, within: float = 120.0) -> list[bytes]:
         consumer.close()
 
 
-def with_file_sinks(spec, out: Path):
-    queries = {
-        n: dataclasses.replace(q, sink=SinkSpec("file", str(out / f"{n}.jsonl"), "jsonl"))
-        if q.sink else q
-        for n, q in spec.queries.items()
-    }
-    dead = SinkSpec("file", str(out / "dead.jsonl"), "jsonl")
-    return dataclasses.replace(spec, queries=queries, dead_letter=dead)
-
-
-def lines(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
-
-
 def embedded(spec, out: Path) -> dict[str, list[str]]:
     spec = with_file_sinks(spec, out)
     run_pipeline(compile_pipeline(spec))
@@ -87,18 +73,6 @@ def on_spark(spec, spark, out: Path, checkpoint: Path):
     spec = with_file_sinks(spec, out)
     report = StreamingJob(spec, spark, checkpoint).run(available_now=True, final=True)
     return {n: lines(out / f"{n}.jsonl") for n, q in spec.queries.items() if q.sink}, report
-
-
-def assert_same(expected: list[str], got: list[str]) -> None:
-    """Per-_ts bags equal, lines in non-decreasing _ts."""
-    ts = [json.loads(line)["_ts"] for line in got]
-    assert ts == sorted(ts)
-    def bags(ls):
-        out: dict[int, Counter] = {}
-        for line in ls:
-            out.setdefault(json.loads(line)["_ts"], Counter())[line] += 1
-        return out
-    assert bags(got) == bags(expected)
 
 
 SALES = """\
@@ -377,29 +351,6 @@ def test_random_queries_equal_cq_run(spark, kafka_bootstrap, new_topic, tmp_path
 
 
 # -- a topic with three partitions ----------------------------------------------------------------
-
-MULTI = """\
-version: 1
-name: multi
-time_unit: ms
-streams:
-  S:
-    schema: {{k: int, v: int, ts: int}}
-    timestamp: ts
-    max_delay: 20
-    late: dead_letter
-    source: {{type: kafka, topic: {topic}, bootstrap_servers: '{bootstrap}'}}
-queries:
-  counts:
-    cql: SELECT k, COUNT(*) AS n, SUM(v) AS total FROM S [Range 100 Slide 50] GROUP BY k
-    sink: {{type: file, path: out/counts.jsonl}}
-  pairs:
-    cql: >
-      SELECT Istream(a.k, a.v, b.v) FROM S a [Range 30], S b [Range 30]
-      WHERE a.k = b.k AND a.v < b.v
-    sink: {{type: file, path: out/pairs.jsonl}}
-"""
-
 
 def test_a_three_partition_topic_equals_cq_run(spark, kafka_bootstrap, new_topic, tmp_path):
     """Keys spread over three partitions (each in timestamp order, the partitions interleaved

@@ -13,7 +13,7 @@ import pytest
 from cq_service.catalog import Catalog
 from cq_service.service.config import ServiceConfig
 from cq_service.service.worker import Worker
-from tests.integration.test_worker_kafka import (
+from tests.integration.kafka_workload import (
     PARTITIONS,
     QUERIES,
     Results,

@@ -5,15 +5,8 @@ changes one query; malformed messages on the dead-letter topic and in /metrics."
 from __future__ import annotations
 
 import json
-import os
-import random
-import signal
-import socket
-import subprocess
-import sys
 import time
 import urllib.request
-from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -21,151 +14,24 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.structs import TopicPartition
 
-from tests.reference import evaluate_pipeline
+from tests.integration.kafka_workload import (
+    PARTITIONS,
+    QUERIES,
+    N,
+    Results,
+    flush_records,
+    pipeline_yaml,
+    produce,
+    records,
+    reference,
+    wait_for,
+)
+from tests.integration.worker_process import Worker, free_port
 from tests.services.kafka import KAFKA_API_VERSION
 
 # End to end, SIGKILL and restart, per-query restart, dead letters: each with both client
 # libraries (tests/integration/conftest.py).
 pytestmark = pytest.mark.usefixtures("kafka_client")
-
-PARTITIONS = 3
-N = 600  # records per test: the reference evaluator is brute force (about 15 s for these)
-FLUSH = 10 * N + 300  # a last record per partition this late completes every earlier instant
-QUERIES = {
-    "counts": "SELECT k, COUNT(*) AS n, SUM(v) AS total FROM S [Range 100 Slide 50] GROUP BY k",
-    "big": "SELECT Istream(k, v) FROM S [Range 50] WHERE v > 80",
-    "every": "SELECT * FROM S WHERE v > 50",
-}
-
-
-def records(n: int, seed: int = 7) -> list[dict]:
-    """Keyed records; partition k % 3 receives its records in timestamp order."""
-    rnd = random.Random(seed)
-    return [{"k": i % 6, "v": rnd.randrange(100), "ts": 10 * i + rnd.randrange(10)} for i in range(n)]
-
-
-def flush_records() -> list[dict]:
-    return [{"k": 100 + p, "v": 0, "ts": FLUSH} for p in range(PARTITIONS)]
-
-
-def pipeline_yaml(topic: str, sinks: dict[str, str], queries: dict[str, str]) -> str:
-    lines = [
-        "version: 1",
-        "name: kafka-e2e",
-        "time_unit: ms",
-        "streams:",
-        "  S:",
-        "    schema: {k: int, v: int, ts: int}",
-        "    timestamp: ts",
-        f"    source: {{type: kafka, topic: {topic}, start: earliest, dead_letter_topic: {topic}.dlq}}",
-        "queries:",
-    ]
-    for name, cql in queries.items():
-        lines += [f"  {name}:", f"    cql: {json.dumps(cql)}", f"    sink: {{type: kafka, topic: {sinks[name]}}}"]
-    return "\n".join(lines) + "\n"
-
-
-def reference(tmp_path: Path, data: list[dict], queries: dict[str, str]) -> dict[str, Counter]:
-    """The reference evaluator's results, before the flush instant."""
-    folder = tmp_path / "reference"
-    folder.mkdir(exist_ok=True)
-    (folder / "s.jsonl").write_text("".join(json.dumps(r) + "\n" for r in data))
-    text = [
-        "version: 1", "name: ref", "time_unit: ms", "streams:", "  S:",
-        "    schema: {k: int, v: int, ts: int}", "    timestamp: ts",
-        "    source: {type: file, path: s.jsonl}", "queries:",
-    ]
-    for name, cql in queries.items():
-        text += [f"  {name}:", f"    cql: {json.dumps(cql)}", f"    sink: {{type: file, path: out/{name}.jsonl}}"]
-    (folder / "pipeline.yaml").write_text("\n".join(text) + "\n")
-    out = evaluate_pipeline(folder / "pipeline.yaml")
-    return {
-        name: Counter((ts, op, tuple(row)) for ts, op, row in elements if ts < FLUSH)
-        for name, elements in out.items()
-    }
-
-
-def produce(bootstrap: str, topic: str, data: list[dict]) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, api_version=KAFKA_API_VERSION, acks="all")
-    for r in data:
-        partition = r["k"] % PARTITIONS
-        producer.send(topic, json.dumps(r).encode(), key=str(r["k"]).encode(), partition=partition)
-    producer.flush()
-    producer.close()
-
-
-class Results:
-    """Everything on a sink topic so far, as (ts, op, row) elements."""
-
-    def __init__(self, bootstrap: str, topic: str):
-        self.consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap, api_version=KAFKA_API_VERSION,
-            auto_offset_reset="earliest", enable_auto_commit=False, consumer_timeout_ms=200,
-        )
-        self.consumer.assign([TopicPartition(topic, 0)])
-        self.elements: list[tuple] = []
-
-    def poll(self) -> list[tuple]:
-        for message in self.consumer:
-            obj = json.loads(message.value)
-            ts, op = obj.pop("_ts"), obj.pop("_op")
-            self.elements.append((ts, op, tuple(obj.values())))
-        return self.elements
-
-    def before_flush(self) -> Counter:
-        return Counter(e for e in self.poll() if e[0] < FLUSH)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Worker:
-    """`cq serve` as a separate process (so it can be killed for real)."""
-
-    def __init__(self, folder: Path, catalog: str, bootstrap: str, port: int):
-        self.args = [sys.executable, "-m", "cq_service.cli", "serve", "--pipelines", str(folder / "pipelines"),
-                     "--catalog", catalog, "--port", str(port), "--name", "e2e"]
-        self.env = {**os.environ, "CQ_KAFKA_BOOTSTRAP": bootstrap, "CQ_TOKEN": "t",
-                    "CQ_CHECKPOINT_INTERVAL": "0.2", "CQ_RECONCILE_INTERVAL": "0.3"}
-        self.log = folder / "worker.log"
-        self.port = port
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            self.args, env=self.env, stdout=self.log.open("a"), stderr=subprocess.STDOUT
-        )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.log.read_text()
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=1) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise AssertionError("the worker did not become ready:\n" + self.log.read_text())
-
-    def get(self, path: str) -> str:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=10) as r:
-            return r.read().decode()
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
 
 
 @pytest.fixture
@@ -179,14 +45,6 @@ def setup(tmp_path: Path, kafka_bootstrap: str, new_topic: Callable[..., str]) -
         yield topic, new_topic_dlq, sinks, worker
     finally:
         worker.stop()
-
-
-def wait_for(results: dict[str, Results], expected: dict[str, Counter], seconds: float = 90) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if all(set(results[q].before_flush()) >= set(expected[q]) for q in expected):
-            return
-        time.sleep(0.3)
 
 
 def test_results_match_the_reference(tmp_path: Path, kafka_bootstrap: str, setup) -> None:

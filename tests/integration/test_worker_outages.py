@@ -30,18 +30,17 @@ from kafka.admin import NewTopic
 from cq_service.catalog import Catalog
 from cq_service.compiler import load_and_compile
 from cq_service.runner import run_pipeline
-from tests.integration.test_worker_kafka import (
+from tests.integration.kafka_workload import (
     FLUSH,
     PARTITIONS,
     QUERIES,
     N,
     Results,
-    Worker,
     flush_records,
-    free_port,
     pipeline_yaml,
     records,
 )
+from tests.integration.worker_process import Worker, free_port
 from tests.services.kafka import KAFKA_API_VERSION
 from tests.services.own import OwnKafka, OwnPostgres
 

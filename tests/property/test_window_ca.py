@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from cq_service.engine.cluster_constraints import ClusterConstraint, ClusterTracker
 from cq_service.engine.join_constraints import FixedAdherence
 from cq_service.engine.operators.rows_window import PartitionRowsWindow
-from tests.unit.engine.test_windows import B, Harness
+from tests.unit.engine.window_harness import B, Harness
 
 
 def ca_stream(rng: random.Random, length: int, k_true: int, breaks: float) -> list[int]:

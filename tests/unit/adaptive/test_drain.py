@@ -14,7 +14,7 @@ from cq_service.engine.batch import Batch
 from cq_service.engine.operators.range_window import RangeWindow
 from cq_service.engine.queues import Heartbeat, Queue
 from cq_service.types import DataType
-from tests.unit.adaptive.test_manager import GROUP, managed
+from tests.unit.adaptive.managed_queries import GROUP, managed
 
 
 def steady(rate: float, size: int) -> HeldProfile:

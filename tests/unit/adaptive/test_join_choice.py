@@ -12,7 +12,7 @@ import pytest
 from cq_service.adaptive.estimate import Observed
 from cq_service.adaptive.join_choice import JoinStats, choose_join, join_chooser
 from cq_service.plan.mjoins import JoinChoice, multiway_joins
-from tests.unit.plan.test_mjoins import _compiled
+from tests.unit.plan.join_pipelines import compile_joins
 
 CHAIN = "SELECT * FROM A [Range 5], B [Range 5], C [Range 5] WHERE A.k = B.k AND B.y = C.k"
 STAR = "SELECT * FROM A [Range 5], B [Range 5], C [Range 5] WHERE A.k = B.k AND A.k = C.k"
@@ -25,7 +25,7 @@ def _candidate(tmp_path: Path, q: str):
         seen.append((plan, cand))
         return JoinChoice("tree")
 
-    multiway_joins(_compiled(tmp_path, {"q": q}, "auto").plan, "auto", grab)
+    multiway_joins(compile_joins(tmp_path, {"q": q}, "auto").plan, "auto", grab)
     (found,) = seen
     return found
 
@@ -72,7 +72,7 @@ def test_an_mjoin_chosen_on_assumed_statistics_runs_with_a_caching(tmp_path: Pat
 
 
 def test_two_inputs_are_never_asked(tmp_path: Path) -> None:
-    compiled = _compiled(
+    compiled = compile_joins(
         tmp_path, {"q": "SELECT * FROM A [Range 5], B [Range 5] WHERE A.k = B.k"}, "auto"
     )
     plan = multiway_joins(compiled.plan, "auto", join_chooser())

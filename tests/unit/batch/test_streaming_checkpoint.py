@@ -11,7 +11,7 @@ import pytest
 
 from cq_service.batch.streaming import StreamingError, StreamingJob
 from cq_service.spec import load_pipeline_text
-from tests.unit.batch.test_streaming_validate import GLOBAL, PIPELINE
+from tests.unit.batch.spark_pipelines import GLOBAL, PIPELINE
 
 ORIGINAL = PIPELINE.format(extra="")  # per_key: SUM(v) over [Range 10] grouped by k
 

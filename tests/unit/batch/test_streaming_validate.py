@@ -7,28 +7,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from cq_service.cli import app
-
-PIPELINE = """\
-version: 1
-name: p
-time_unit: ms
-streams:
-  S:
-    schema: {{k: int, v: int, ts: int}}
-    timestamp: ts
-    source: {{type: kafka, topic: s}}
-queries:
-  per_key:
-    cql: SELECT k, SUM(v) AS total FROM S [Range 10] GROUP BY k
-    sink: {{type: kafka, topic: out}}
-{extra}resources: {{runner: spark}}
-"""
-
-GLOBAL = """\
-  everything:
-    cql: SELECT COUNT(*) AS n FROM S [Range 10]
-    sink: {type: kafka, topic: out2}
-"""
+from tests.unit.batch.spark_pipelines import GLOBAL, PIPELINE
 
 
 def _validate(tmp_path: Path, text: str):

@@ -6,7 +6,6 @@ the output deltas describe at each instant, plus the ticks (instants that matter
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
@@ -16,78 +15,10 @@ from cq_service.engine.batch import Batch
 from cq_service.engine.operators.range_window import RangeWindow
 from cq_service.engine.operators.rows_window import PartitionRowsWindow, RowsWindow
 from cq_service.engine.operators.unbounded_window import UnboundedWindow
-from cq_service.engine.queues import Heartbeat, Queue
 from cq_service.types import DataType
-from tests.unit.engine.batches import relation_at
+from tests.unit.engine.window_harness import TYPES, B, Harness, Out
 
 INT, STR, BOOL = DataType.INT, DataType.STRING, DataType.BOOL
-TYPES = [INT, STR]
-
-# -- harness ----------------------------------------------------------------------------------
-
-
-def B(*elems: tuple, ticks: tuple[int, ...] = (), types=TYPES) -> Batch:
-    """A batch of (ts, row) or (ts, row, weight) elements; ticks default to the timestamps."""
-    ts = [e[0] for e in elems]
-    tk = sorted(set(ts) | set(ticks))
-    return Batch.from_rows(
-        [e[1] for e in elems],
-        ts,
-        [e[2] if len(e) > 2 else 1 for e in elems],
-        types,
-        np.asarray(tk, dtype=np.int64),
-    )
-
-
-@dataclass
-class Out:
-    elements: list[tuple[int, tuple, int]] = field(default_factory=list)  # (ts, row, w)
-    ticks: set[int] = field(default_factory=set)
-    heartbeats: list[int] = field(default_factory=list)
-
-    def at(self, t: int) -> Counter:
-        """The relation at instant t: every delta with timestamp ≤ t applied."""
-        return relation_at(self.elements, t)
-
-    def changes(self) -> dict[int, Counter]:
-        """Net change per instant (zero nets dropped)."""
-        out: dict[int, Counter] = {}
-        for ts, row, w in self.elements:
-            out.setdefault(ts, Counter())[row] += w
-        return {t: Counter({r: w for r, w in c.items() if w}) for t, c in out.items() if any(c.values())}
-
-
-class Harness:
-    def __init__(self, make, types=TYPES):
-        self.inq = Queue("in")
-        out = Queue("out")
-        self.reader = out.reader()
-        self.op = make("w", [self.inq.reader()], out)
-        self.op.out_types = list(types)
-        self.out = Out()
-
-    def feed(self, *items: Batch | Heartbeat | int) -> Out:
-        """Push items (an int is a heartbeat) and run the operator until it has read them."""
-        for it in items:
-            self.inq.push(Heartbeat(it) if isinstance(it, int) else it)
-        while self.op.runnable():
-            self.op.run(3)
-        last = None
-        while (item := self.reader.get()) is not None:
-            if isinstance(item, Heartbeat):
-                self.out.heartbeats.append(item.ts)
-                continue
-            ts = item.ts.tolist()
-            assert ts == sorted(ts), "timestamps out of order in a batch"
-            if last is not None and ts:
-                assert ts[0] >= last
-            if ts:
-                last = ts[-1]
-            self.out.elements.extend(zip(ts, item.rows(), item.w.tolist()))
-            self.out.ticks.update(item.ticks.tolist())
-        return self.out
-
-
 def rows(*rs) -> Counter:
     return Counter(rs)
 

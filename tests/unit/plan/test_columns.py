@@ -2,53 +2,16 @@
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
-import yaml
 
-from cq_service.compiler import load_and_compile
 from cq_service.plan.explain import explain
-
-HEADER = """\
-version: 1
-name: t
-time_unit: ms
-streams:
-  S:
-    schema: {a: int, b: int, c: string, d: string}
-    timestamp: ts
-    source: {type: file, path: s.parquet}
-  T:
-    schema: {k: int, x: int, y: string}
-    timestamp: ts
-    source: {type: file, path: t.parquet}
-relations:
-  R:
-    schema: {k: int, v: string}
-    timestamp: ts
-    source: {type: file, path: r.csv}
-queries:
-"""
+from tests.unit.plan.pipelines import HEADER, compile_queries
 
 
 @pytest.fixture(autouse=True)
 def _data_files(tmp_path):
     for name in ("s.parquet", "t.parquet", "r.csv"):
         (tmp_path / name).touch()  # compiling checks the files exist, not their contents
-
-
-def compile_queries(tmp_path, header: str = HEADER, **queries: str):
-    """Compile the pipeline with `queries` (name: CQL; a name starting with v is a view)."""
-    doc = {
-        name: {"cql": cql} if name.startswith("v") else
-        {"cql": cql, "sink": {"type": "file", "path": f"out/{name}.jsonl"}}
-        for name, cql in queries.items()
-    }
-    text = header + textwrap.indent(yaml.safe_dump(doc, sort_keys=False, width=1000), "  ")
-    path = tmp_path / "p.yaml"
-    path.write_text(text, "utf-8")
-    return load_and_compile(path).plan
 
 
 def used(tmp_path, **queries: str) -> dict[str, tuple[str, ...]]:

@@ -11,7 +11,7 @@ import yaml
 
 from cq_service.compiler import load_and_compile
 from cq_service.plan.explain import explain
-from tests.unit.plan.test_columns import HEADER
+from tests.unit.plan.pipelines import HEADER
 
 
 @pytest.fixture(autouse=True)

@@ -7,46 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from cq_service.compiler import load_and_compile, run_plan
+from cq_service.compiler import run_plan
 from cq_service.cql import logical as L
 from cq_service.plan.explain import explain
 from cq_service.plan.mjoins import Edge, JoinChoice, MJoinOp, multiway_joins, static_order
 from cq_service.types import DataType
-
-HEAD = """version: 1
-name: mj
-time_unit: s
-{resources}
-streams:
-  A:
-    schema: {{k: int, x: int}}
-    timestamp: ts
-    source: {{type: file, path: a.csv, format: csv}}
-  B:
-    schema: {{k: int, y: int}}
-    timestamp: ts
-    source: {{type: file, path: b.csv, format: csv}}
-  C:
-    schema: {{k: int, z: int}}
-    timestamp: ts
-    source: {{type: file, path: c.csv, format: csv}}
-  D:
-    schema: {{k: int, w: int}}
-    timestamp: ts
-    source: {{type: file, path: d.csv, format: csv}}
-queries:
-"""
-
-
-def _compiled(tmp_path: Path, queries: dict[str, str], join: str = "mjoin"):
-    text = HEAD.format(resources=f"resources: {{join: {join}}}")
-    for name, cql in queries.items():
-        text += f"  {name}:\n    cql: {cql}\n    sink: {{type: blackhole}}\n"
-    for s in "abcd":
-        (tmp_path / f"{s}.csv").write_text("ts,k,v\n")
-    path = tmp_path / "p.yaml"
-    path.write_text(text)
-    return load_and_compile(path)
+from tests.unit.plan.join_pipelines import compile_joins as _compiled
 
 
 def _mjoins(plan) -> list[MJoinOp]:

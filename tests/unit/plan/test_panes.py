@@ -12,7 +12,7 @@ from cq_service.compiler import load_and_compile
 from cq_service.plan.explain import explain
 from cq_service.plan.panes import PanedAggregateOp, fuse_panes
 from cq_service.runner import run_pipeline
-from tests.unit.plan.test_columns import HEADER, compile_queries
+from tests.unit.plan.pipelines import HEADER, compile_queries
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cq_service.plan.explain import explain
-from tests.unit.plan.test_columns import HEADER, compile_queries
+from tests.unit.plan.pipelines import HEADER, compile_queries
 
 
 @pytest.fixture(autouse=True)

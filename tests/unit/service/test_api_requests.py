@@ -15,7 +15,7 @@ from cq_service.service.api import make_app
 from cq_service.service.api_guard import MAX_BODY_BYTES
 from tests.unit.service.serving import serving_example
 from tests.unit.service.workers import sqlite_worker
-from tests.unit.spec.test_yaml_limits import laughs
+from tests.unit.spec.yaml_bombs import laughs
 
 TOKEN = "s3cret"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

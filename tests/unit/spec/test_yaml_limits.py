@@ -12,16 +12,9 @@ import pytest
 from cq_service.spec import SpecErrors, SpecLimitExceeded
 from cq_service.spec.positions import parse_yaml
 from cq_service.spec.yaml_limits import MAX_DEPTH, MAX_VALUES
+from tests.unit.spec.yaml_bombs import laughs
 
 CQ = Path(sys.executable).with_name("cq")
-
-
-def laughs(levels: int = 9, width: int = 9) -> str:
-    """The "billion laughs": each level a list of `width` aliases of the level before."""
-    lines = ["version: 1", "name: lol", f"l0: &l0 [{', '.join(['lol'] * width)}]"]
-    for i in range(1, levels):
-        lines.append(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * width)}]")
-    return "\n".join(lines) + "\n"
 
 
 def test_billion_laughs_is_refused_where_it_goes_over() -> None:
