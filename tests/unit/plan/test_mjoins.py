@@ -12,7 +12,7 @@ from cq_service.cql import logical as L
 from cq_service.plan.explain import explain
 from cq_service.plan.mjoins import Edge, JoinChoice, MJoinOp, multiway_joins, static_order
 from cq_service.types import DataType
-from tests.unit.plan.join_pipelines import compile_joins as _compiled
+from tests.unit.plan.join_pipelines import compile_joins
 
 
 def _mjoins(plan) -> list[MJoinOp]:
@@ -27,7 +27,7 @@ THREE = "SELECT * FROM A [Range 5], B [Rows 3], C [Now] WHERE A.k = B.k AND B.y 
 
 
 def test_a_three_way_tree_becomes_one_mjoin_with_the_tree_columns(tmp_path: Path) -> None:
-    compiled = _compiled(tmp_path, {"q": THREE})
+    compiled = compile_joins(tmp_path, {"q": THREE})
     plan = multiway_joins(compiled.plan, "mjoin")
     (mj,) = _mjoins(plan)
     assert _joins(plan) == 0
@@ -54,27 +54,27 @@ def test_four_inputs_with_a_cycle(tmp_path: Path) -> None:
         "SELECT A.x, D.w FROM A [Range 5], B [Range 5], C [Range 5], D [Range 5] "
         "WHERE A.k = B.k AND B.k = C.k AND C.k = A.k AND C.z = D.k"
     )
-    plan = multiway_joins(_compiled(tmp_path, {"q": q}).plan, "mjoin")
+    plan = multiway_joins(compile_joins(tmp_path, {"q": q}).plan, "mjoin")
     (mj,) = _mjoins(plan)
     assert len(mj.inputs) == 4 and len(mj.edges) == 4
     assert mj.orders[3] == (3, 2, 0, 1)  # D, then C (its only edge), then A and B
 
 
 def test_tree_keeps_the_binary_joins(tmp_path: Path) -> None:
-    compiled = _compiled(tmp_path, {"q": THREE}, "tree")
+    compiled = compile_joins(tmp_path, {"q": THREE}, "tree")
     plan = run_plan(compiled)
     assert not _mjoins(plan)
     assert _joins(plan) == 2
 
 
 def test_auto_without_a_chooser_keeps_the_tree(tmp_path: Path) -> None:
-    compiled = _compiled(tmp_path, {"q": THREE}, "auto")
+    compiled = compile_joins(tmp_path, {"q": THREE}, "auto")
     assert multiway_joins(compiled.plan, "auto") is compiled.plan
 
 
 @pytest.mark.parametrize("form", ["tree", "mjoin", "mjoin-caching"])
 def test_auto_takes_the_form_chosen_and_explain_names_it(tmp_path: Path, form: str) -> None:
-    compiled = _compiled(tmp_path, {"q": THREE}, "auto")
+    compiled = compile_joins(tmp_path, {"q": THREE}, "auto")
     seen = []
 
     def choose(plan, cand):
@@ -96,19 +96,19 @@ def test_auto_takes_the_form_chosen_and_explain_names_it(tmp_path: Path, form: s
 
 
 def test_auto_in_run_plan_uses_the_cost_model(tmp_path: Path) -> None:
-    plan = run_plan(_compiled(tmp_path, {"q": THREE}, "auto"))
+    plan = run_plan(compile_joins(tmp_path, {"q": THREE}, "auto"))
     assert any(n.startswith("join auto: q's 3-way join runs as ") for n in plan.notes)
 
 
 def test_two_inputs_stay_a_binary_join(tmp_path: Path) -> None:
-    compiled = _compiled(tmp_path, {"q": "SELECT * FROM A [Range 5], B [Range 5] WHERE A.k = B.k"})
+    compiled = compile_joins(tmp_path, {"q": "SELECT * FROM A [Range 5], B [Range 5] WHERE A.k = B.k"})
     assert multiway_joins(compiled.plan, "mjoin") is compiled.plan
 
 
 def test_a_disconnected_graph_is_left_alone(tmp_path: Path) -> None:
     # C joins nothing by an equality (A.x < C.z is no key): the tree's Cartesian product stays
     q = "SELECT * FROM A [Range 5], B [Range 5], C [Range 5] WHERE A.k = B.k AND A.x < C.z"
-    compiled = _compiled(tmp_path, {"q": q})
+    compiled = compile_joins(tmp_path, {"q": q})
     assert multiway_joins(compiled.plan, "mjoin") is compiled.plan
 
 
@@ -117,12 +117,12 @@ def test_equalities_over_several_inputs_are_filters(tmp_path: Path) -> None:
         "SELECT * FROM A [Range 5], B [Range 5], C [Range 5] "
         "WHERE A.k = B.k AND B.y = C.k AND A.x + B.y = C.z"
     )
-    (mj,) = _mjoins(multiway_joins(_compiled(tmp_path, {"q": q}).plan, "mjoin"))
+    (mj,) = _mjoins(multiway_joins(compile_joins(tmp_path, {"q": q}).plan, "mjoin"))
     assert len(mj.edges) == 2 and len(mj.filters) == 1
 
 
 def test_each_query_gets_its_own_mjoin_and_shared_inputs_stay_shared(tmp_path: Path) -> None:
-    compiled = _compiled(
+    compiled = compile_joins(
         tmp_path,
         {
             "q1": THREE,
@@ -138,7 +138,7 @@ def test_each_query_gets_its_own_mjoin_and_shared_inputs_stay_shared(tmp_path: P
 
 
 def test_explain_shows_the_mjoin_and_its_probe_orders(tmp_path: Path) -> None:
-    text = explain(run_plan(_compiled(tmp_path, {"q": THREE})))
+    text = explain(run_plan(compile_joins(tmp_path, {"q": THREE})))
     assert "mjoin of 3 inputs (2 equi-join key(s), 1 filter(s); probe orders " in text
     assert "0→1→2; 1→0→2; 2→1→0" in text
 
