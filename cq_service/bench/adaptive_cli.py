@@ -196,7 +196,7 @@ def bench_constraints(
     """NEXMark with k-constraints (issue 26): q3, q8 (rids Auction.seller -> Person.id) and
     q4, q6 (rids Bid.auction -> ClosedAuction.id) over the same generated input without and
     with the constraint at the input's true k: peak state both ways, ratio, identical output
-    (docs/nexmark.md, "With constraints")."""
+    (docs/linear-road.md, "NEXMark with constraints")."""
     import json
 
     from cq_service.bench.nexmark_constraints import QUICK_EVENTS, bench, render

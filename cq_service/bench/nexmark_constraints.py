@@ -1,7 +1,8 @@
-"""NEXMark with k-constraints (issue 26 item 4; docs/nexmark.md, "With constraints"): each
-query whose join a promise of the generator's data applies to, run over the same generated
-input without and with a `rids` constraint at the input's true k, reporting the peak state both
-ways, their ratio, and whether the outputs are identical (they must be: k ≥ the true k).
+"""NEXMark with k-constraints (issue 26 item 4; docs/linear-road.md, "NEXMark with
+constraints"): each query whose join a promise of the generator's data applies to, run over the
+same generated input without and with a `rids` constraint at the input's true k, reporting the
+peak state both ways, their ratio, and whether the outputs are identical (they must be: k ≥ the
+true k).
 
 The promises (cq_service/io/nexmark.py): an auction's seller registered before it (its person
 is the first event of the auction's block or of an earlier one), so RIDS(0) holds on
