@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from cq_service.engine.constraint_status import format_k
 from cq_service.engine.scheduler.priority import PriorityPolicy
 from cq_service.spec.sys_stream import SYS_STREAM_FIELDS
 
@@ -90,6 +91,17 @@ def _priorities(report: RunReport, labels: dict[str, str], w: int) -> list[str]:
     return lines
 
 
+def _constraint(row: tuple, col: Callable[[tuple, str], object]) -> str:
+    """A constraint's columns in words: kind, attribute, k in use (∞ while unknown), counts."""
+    k = col(row, "k")
+    return (
+        f"{str(col(row, 'constraint')).upper()} {col(row, 'constraint_on')} "
+        f"k={'∞' if k is None else format_k(float(k))}, "  # type: ignore[arg-type]
+        f"{col(row, 'k_increases')} increases, {col(row, 'k_violations')} violations, "
+        f"{col(row, 'k_missed')} missed, {col(row, 'k_dropped')} dropped"
+    )
+
+
 def render_live(rows: Sequence[tuple], title: str) -> str:
     """Entities' statistics (SysStream's columns, engine/statistics.py) as a table: what
     `cq explain --live` prints. Rates are over the interval the rows cover."""
@@ -101,7 +113,7 @@ def render_live(rows: Sequence[tuple], title: str) -> str:
     lines = [
         title,
         f"  {'kind':<8} {'entity':<16} {'in':>10} {'out':>10} {'sel':>7} {'µs/row':>8} {'queued':>8} "
-        f"{'memory':>10} {'lag':>8}  what (window, filter order)",
+        f"{'memory':>10} {'lag':>8}  what (window, filter order) [constraint]",
     ]
     for row in rows:
         sel, us, lag = col(row, "selectivity"), col(row, "us_per_row"), col(row, "lag")
@@ -109,6 +121,8 @@ def render_live(rows: Sequence[tuple], title: str) -> str:
         extras = [str(v) for v in (col(row, "window"), col(row, "filter_order")) if v]
         if extras and not any(e in what for e in extras):
             what += f" ({'; '.join(extras)})"
+        if col(row, "constraint"):
+            what += f" [{_constraint(row, col)}]"
         lines.append(
             f"  {col(row, 'kind'):<8} {col(row, 'entity'):<16} {col(row, 'rows_in'):>10} "
             f"{col(row, 'rows_out'):>10} {'-' if sel is None else f'{sel:.3f}':>7} "

@@ -1,5 +1,5 @@
 """``cq bench`` of the papers' adaptive techniques on the engine: operator scheduling, shared
-window joins, multi-way joins and filter ordering."""
+window joins, multi-way joins, filter ordering and NEXMark with k-constraints."""
 
 from __future__ import annotations
 
@@ -189,3 +189,33 @@ def bench_filters(
         typer.echo(json.dumps(results))
     else:
         typer.echo(report.text(results, verdicts))
+
+
+@bench_app.command("constraints")
+def bench_constraints(
+    quick: bool = typer.Option(False, help="40,000 events: the CI check (seconds)"),
+    json_output: bool = typer.Option(False, "--json", help="print JSON"),
+    events: int = typer.Option(200_000, help="generated NEXMark events (ignored with --quick)"),
+    query: list[str] = typer.Option(None, help="repeatable: q3, q8, q4, q6 (default: all)"),
+    seed: int = typer.Option(0, help="the generator's seed"),
+) -> None:
+    """NEXMark with k-constraints (issue 26): q3, q8 (rids Auction.seller -> Person.id) and
+    q4, q6 (rids Bid.auction -> ClosedAuction.id) over the same generated input without and
+    with the constraint at the input's true k: peak state both ways, ratio, identical output
+    (docs/linear-road.md, "NEXMark with constraints")."""
+    import json
+
+    from cq_service.bench.nexmark_constraints import QUICK_EVENTS, bench, render
+
+    if events < 50:
+        typer.echo("error: --events is at least 50", err=True)
+        raise typer.Exit(2)
+    try:
+        out = bench(query or None, QUICK_EVENTS if quick else events, seed)
+    except ValueError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    out["quick"] = quick
+    typer.echo(json.dumps(out) if json_output else render(out))
+    if not out["all_identical"]:
+        raise typer.Exit(1)

@@ -34,11 +34,13 @@ __all__ = ["ClusterConstraint", "ClusterTracker", "partition_constraint"]
 class ClusterConstraint:
     """CA(k) on the window's partition key (`key`: its position among the partition columns,
     which are one column for now); `k` is
-    the declared adherence, None for `k: auto`; `label` names it in explain and statistics."""
+    the declared adherence, None for `k: auto`; `label` names it in explain, `attribute` (the
+    stream's column, ``Pos.car``) in statistics."""
 
     key: int
     k: int | None
     label: str = ""
+    attribute: str = ""
 
     def describe(self) -> str:
         k = "auto" if self.k is None else str(self.k)
@@ -79,7 +81,8 @@ def partition_constraint(
         for stream, column in _origins(op.input, index):
             for c in constraints.get(stream.lower(), ()):
                 if c.kind == "ca" and c.attribute.lower() == column.lower():
-                    return ClusterConstraint(pos, c.k, f"on {stream}.{column}"), c
+                    at = f"{stream}.{column}"
+                    return ClusterConstraint(pos, c.k, f"on {at}", at), c
     return None
 
 

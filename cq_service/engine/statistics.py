@@ -103,6 +103,7 @@ class EntityStatistics:
             lag=_lag(clock, op.watermark),
             window=window_setting(op) or None,
             filter_order=op.filter_order() or None,
+            **_constraint_columns(op),
         )
 
     def _queue(self, q: Queue, producer: Operator | None, clock: int) -> tuple:
@@ -130,6 +131,22 @@ class EntityStatistics:
         # polls outside the executor's steps)
         us = (busy - last.busy) * 1e6 / came if busy > 0 else None
         return (rows_out - last.rows_out) / came, us
+
+
+def _constraint_columns(op: Operator) -> dict[str, object]:
+    """SysStream's constraint columns of `op` (none when it exploits no constraint)."""
+    st = op.constraint_status()
+    if st is None:
+        return {}
+    return {
+        "constraint": st.kind,
+        "constraint_on": st.attribute,
+        "k": st.k,
+        "k_increases": st.increases,
+        "k_violations": st.violations,
+        "k_missed": st.missed,
+        "k_dropped": st.dropped,
+    }
 
 
 def _lag(clock: int, heartbeat: int) -> int | None:

@@ -7,6 +7,7 @@ a consistent worker. Unknown pipelines and queries raise KeyError (the API's 404
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections import Counter
 from dataclasses import asdict, is_dataclass
@@ -185,8 +186,16 @@ def live_feed(worker: Worker, graph: LiveGraph) -> dict[str, Any]:
     data = graph.snapshot()
     spec = worker.pipelines[graph.pipeline]
     columns = [name for name, _, _ in SYS_STREAM_FIELDS]
-    data["entities"] = [dict(zip(columns, r, strict=True)) for r in _live_rows(worker, spec)]
+    data["entities"] = [
+        dict(zip(columns, map(_json_number, r), strict=True)) for r in _live_rows(worker, spec)
+    ]
     return data
+
+
+def _json_number(v: object) -> object:
+    """A value as JSON has it: an infinite or NaN float (a k not learned yet) is null, as in
+    the jsonl sinks (DESIGN §5); the `constraint` column tells it from no constraint."""
+    return None if isinstance(v, float) and not math.isfinite(v) else v
 
 
 def subscribe(worker: Worker, pipeline: str, name: str) -> tuple[ResultTee, Any]:

@@ -76,6 +76,27 @@ SYS_STREAM_FIELDS: tuple[tuple[str, DataType, str], ...] = (
         "F1.. as written, e.g. 'a-greedy: F3, F1, F2', with ' (one pass)' while the whole "
         "predicate in one pass measures cheaper; NULL for others",
     ),
+    (
+        "constraint",
+        _S,
+        "the k-constraint the operator exploits to drop state: 'rids' (a join) or 'ca' (a "
+        "partitioned rows window); NULL for others",
+    ),
+    (
+        "constraint_on",
+        _S,
+        "what it constrains: 'Bid.auction -> Auction.id' (rids), 'Pos.car' (ca); NULL for others",
+    ),
+    (
+        "k",
+        _F,
+        "the adherence k in use: declared, or learned by k-Mon for k: auto; Infinity while "
+        "not learned (at the start, after an increase), in JSON null; NULL for others",
+    ),
+    ("k_increases", _I, "times k-Mon saw the learned k increase and reset it to Infinity"),
+    ("k_violations", _I, "arrivals that broke the constraint at the k in use"),
+    ("k_missed", _I, "results missed because of those violations (false negatives)"),
+    ("k_dropped", _I, "rows (rids) or partitions (ca) dropped from the state by the constraint"),
 )
 
 

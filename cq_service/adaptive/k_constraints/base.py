@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -45,7 +45,7 @@ def retention_limit(k_u: float, c: float) -> float:
 class AdherenceEstimate:
     """k_u from the distances of the last W arrivals; see the module docstring."""
 
-    __slots__ = ("_maxima", "_seen", "increases", "k_u", "w")
+    __slots__ = ("_maxima", "_seen", "increases", "k_u", "on_increase", "w")
 
     def __init__(self, w: int) -> None:
         if w < 1:
@@ -53,12 +53,16 @@ class AdherenceEstimate:
         self.w = w
         self.k_u: float = INFINITE
         self.increases = 0
+        # told (old k_u, the distance that exceeded it) at each increase, before the reset
+        self.on_increase: Callable[[float, int], None] | None = None
         self._seen = 0  # arrivals since the start or the last increase
         self._maxima: deque[tuple[int, int]] = deque()  # (arrival, distance), distances falling
 
     def record(self, distance: int) -> None:
         """One arrival with the largest distance it showed (0 when it showed none)."""
         if distance > self.k_u:
+            if self.on_increase is not None:
+                self.on_increase(self.k_u, distance)
             self.k_u = INFINITE
             self.increases += 1
             self._seen = 0

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from cq_service.engine.batch import EMPTY_TICKS, Batch, merge_ticks
+from cq_service.engine.constraint_status import ConstraintStatus
 from cq_service.engine.queues import Heartbeat, Queue, QueueReader
 from cq_service.engine.run_cost import RunCost
 from cq_service.types import DataType
@@ -134,6 +135,11 @@ class Operator(ABC):
         """The current order of its conjuncts (a selection, a join's residual), e.g.
         ``a-greedy: F3, F1, F2``; '' when it orders none."""
         return ""
+
+    def constraint_status(self) -> ConstraintStatus | None:
+        """The k-constraint it exploits now (k in use, violations, missed, dropped); None
+        when it uses none."""
+        return None
 
     # -- subclass helpers ---------------------------------------------------------------------
 

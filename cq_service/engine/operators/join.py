@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from cq_service.cql.logical import BExpr
 from cq_service.engine.batch import Batch, merge_ticks
 from cq_service.engine.conjunction import Conjunction
+from cq_service.engine.constraint_status import ConstraintStatus
 from cq_service.engine.expressions import compile_expr
 from cq_service.engine.filter_order import OrdererFactory
 from cq_service.engine.join_constraints import AdherenceFactory, JoinConstraint, adherence_for
@@ -101,6 +102,9 @@ class Join(MultiInputOperator):
 
     def filter_order(self) -> str:
         return "" if self._residual is None else self._residual.describe()
+
+    def constraint_status(self) -> ConstraintStatus | None:
+        return None if self._reduction is None else self._reduction.status()
 
     def state_size(self) -> tuple[int, int]:
         left, right = self._sides

@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from cq_service.engine.batch import Batch
+from cq_service.engine.constraint_status import ConstraintStatus
 from cq_service.engine.join_constraints import Adherence, JoinConstraint
 from cq_service.engine.operators.join_synopsis import JoinSide
 from cq_service.engine.retract import row_hash
@@ -68,6 +69,18 @@ class RidsReduction:
         return (
             f"{self.constraint.describe()}: k in use {self.k}, dropped {self.dropped}, "
             f"missed {self.missed}"
+        )
+
+    def status(self) -> ConstraintStatus:
+        """The constraint, the k in use and its counts (SysStream's constraint columns)."""
+        return ConstraintStatus(
+            "rids",
+            self.constraint.label,
+            float(self.k),
+            self.adherence.increases,
+            self.violations,
+            self.missed,
+            self.dropped,
         )
 
     # -- before the step ------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from cq_service.cql.logical import BExpr
 from cq_service.engine.batch import Batch
 from cq_service.engine.cluster_constraints import ClusterConstraint, ClusterTracker
+from cq_service.engine.constraint_status import ConstraintStatus
 from cq_service.engine.join_constraints import Adherence, FixedAdherence
 from cq_service.engine.operators.window_base import WindowOperator
 from cq_service.engine.queues import Queue, QueueReader
@@ -129,6 +130,15 @@ class PartitionRowsWindow(WindowOperator):
         return (
             f"CA k={self._tracker.k}: {self.dropped} partitions forgotten, "
             f"{self.violations} violations, {self.missed} missed retractions"
+        )
+
+    def constraint_status(self) -> ConstraintStatus | None:
+        if self._tracker is None or self.cluster is None:
+            return None
+        tracker = self._tracker
+        return ConstraintStatus(
+            "ca", self.cluster.attribute, float(tracker.k), tracker.adherence.increases,
+            self.violations, self.missed, self.dropped,
         )
 
     def state_size(self) -> tuple[int, int]:

@@ -5,6 +5,7 @@ window; a k the data breaks is counted (violations, missed retractions)."""
 from __future__ import annotations
 
 import json
+import math
 import random
 from pathlib import Path
 
@@ -82,6 +83,10 @@ def test_same_output_with_ca(tmp_path, batch_rows):
     assert got == plain and plain[0] and plain[1]
     assert windows and all(w.cluster is not None for w in windows)
     assert all(w.dropped > 0 and w.violations == 0 and w.missed == 0 for w in windows)
+    for w in windows:  # what SysStream and `cq explain --live` show (engine/statistics.py)
+        st = w.constraint_status()
+        assert (st.kind, st.k, st.increases, st.dropped) == ("ca", k, 0, w.dropped)
+        assert st.attribute.endswith(".car")
     assert sum(w.state_size()[0] for w in windows) < sum(p.state_size()[0] for p in plain_windows)
     lines = explain_constraints(compiled.spec, run_plan(compiled).nodes)
     assert any("forgets closed partitions by CA" in line for line in lines), lines
@@ -93,6 +98,7 @@ def test_auto_keeps_every_partition(tmp_path):
     got, windows, _ = run(tmp_path, "constraints: [{kind: ca, attribute: car, k: auto}]", 16)
     assert got == plain
     assert all(w.dropped == 0 for w in windows)
+    assert all(math.isinf(w.constraint_status().k) for w in windows)  # no CA monitor: k = ∞
 
 
 def test_below_true_k_misses_are_counted(tmp_path):
