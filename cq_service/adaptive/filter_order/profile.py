@@ -153,7 +153,9 @@ class FilterCosts:
             a = np.fmin(a, typical.mean())  # not measured first: the mean, or lower
             a[first] = np.maximum(typical, 1e-12)
         a[np.isnan(a)] = a[~np.isnan(a)].mean()
-        return self._tie(a)
+        # every figure > 0: a time with the per-call cost taken off can be 0, and a mean of 0s
+        # given to a filter not measured first made the invariants' ratios divide by zero
+        return self._tie(np.maximum(a, 1e-12))
 
     def noise(self) -> float:
         """Standard deviation of log(a batch's figure / the filter's figure) at the first

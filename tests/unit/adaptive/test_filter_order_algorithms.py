@@ -253,3 +253,10 @@ def test_one_pass_batches_give_every_filter_a_first_position_time():
     costs = FilterCosts(3)
     costs.observe([1000] * 3, [1e-3, 2e-3, 4e-3], first=range(3))
     assert costs.values() == pytest.approx([1e-6, 2e-6, 4e-6])
+
+
+def test_costs_stay_positive_when_first_position_times_are_zero():
+    """A time with the per-call cost taken off can be 0: no a_i may be (the ratios divide)."""
+    costs = FilterCosts(3)
+    costs.observe([1000, 500, 200], [0.0, 1e-4, 1e-4], first=0)
+    assert (costs.values() > 0).all()
