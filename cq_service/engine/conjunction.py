@@ -3,7 +3,12 @@ ones before it, in the order a `ConjunctOrderer` chooses (engine/filter_order.py
 pass when that measures cheaper (engine/pass_choice.py).
 
 Used by Select (a WHERE, HAVING, or a predicate pushed below a join or into a view) and by a
-join's residual predicate. Any order, and one pass, keep exactly the rows whose every conjunct
+join's residual predicate. An adaptive selection evaluates a batch in slices of at most
+`SLICE` rows, and its order may change between them. With an orderer that allows one pass
+(`whole_pass`): a one-pass slice shows the orderer every conjunct's verdicts and time
+(`observe_whole`), so it keeps learning while one pass runs; a change of order has the new
+order measured at once (`PassChooser.order_changed`); and in the order, a conjunct whose
+skipped rows cost less than a gather of the survivors' columns runs on the whole slice. Any order, and one pass, keep exactly the rows whose every conjunct
 is TRUE; with fewer than two conjuncts, or one that is not `movable`, the written order is kept
 and the predicate runs in one pass.
 """
@@ -30,9 +35,14 @@ from cq_service.engine.filter_order import (
 )
 from cq_service.engine.pass_choice import PassChooser
 
-__all__ = ["OVERHEAD_EVERY", "Conjunction"]
+__all__ = ["OVERHEAD_EVERY", "SLICE", "Conjunction"]
 
-OVERHEAD_EVERY = 512  # batches between measurements of the conjuncts' per-call times
+OVERHEAD_EVERY = 512  # slices between measurements of the conjuncts' per-call times
+# Rows an adaptive selection evaluates at a time: a larger batch is cut into slices of this
+# many rows, and the order (and the choice of one pass) may change between them, so a change
+# takes effect within SLICE rows whatever the batch size (the speed of adaptivity). At 8,192
+# rows a call's fixed cost is a small share of a slice's time.
+SLICE = 8192
 
 
 class Conjunction:
@@ -68,7 +78,12 @@ class Conjunction:
         # once per batch whatever the order). Measured on the first batch and every
         # `OVERHEAD_EVERY` batches after.
         self.overhead = [0.0] * n
-        self._batches = 0
+        self._batches = 0  # slices evaluated (a batch is one slice or more)
+        self._last_order: tuple[int, ...] = tuple(self.orderer.order())
+        # Decayed seconds per row of each conjunct on a whole slice, and per gather of
+        # survivors' columns: whether a later conjunct runs on the whole slice (`_whole_slice`).
+        self._rate: list[float | None] = [None] * n
+        self._gather_seconds: float | None = None
 
     def describe(self) -> str:
         """The current order (F1.. as written), e.g. ``a-greedy: F3, F1, F2``, with
@@ -86,17 +101,37 @@ class Conjunction:
             return batch
         if self._always_one_pass:
             return self._apply_one_pass(batch)
+        cols = list(batch.columns)
+        if n <= SLICE:
+            keep = self._apply_slice(cols, n)
+        else:  # the order may change between slices (zero-copy views of the columns)
+            parts = []
+            for start in range(0, n, SLICE):
+                m = min(SLICE, n - start)
+                got = self._apply_slice([c.slice(start, m) for c in cols], m)
+                parts.append(np.arange(start, start + m) if got is None else got + start)
+            keep = np.concatenate(parts)
+            if len(keep) == n:
+                keep = None
+        return batch if keep is None else batch.take(keep)
+
+    def _apply_slice(self, cols: list, n: int) -> np.ndarray | None:
+        """The indices of the rows of `cols` (`n` rows) that every conjunct keeps; None: all."""
         if self._batches % OVERHEAD_EVERY == 0:
-            self._measure_overhead(batch)
+            self._measure_overhead(cols)
         self._batches += 1
         chooser = self.chooser
         if chooser is None:
-            return self._apply_ordered(batch)
+            return self._apply_ordered(cols, n)
         whole = chooser.whole()
         start = time.perf_counter()
-        out = self._apply_one_pass(batch) if whole else self._apply_ordered(batch)
+        keep = self._apply_whole(cols, n) if whole else self._apply_ordered(cols, n)
         chooser.record(whole, time.perf_counter() - start, n)
-        return out
+        order = tuple(self.orderer.order())
+        if order != self._last_order:  # what the ordered way measured was another order's
+            self._last_order = order
+            chooser.order_changed()
+        return keep
 
     def _apply_one_pass(self, batch: Batch) -> Batch:
         n = len(batch)
@@ -105,8 +140,31 @@ class Conjunction:
         self.one_pass_rows += n
         return batch.filter(self._one_pass(batch.columns, n))
 
-    def _apply_ordered(self, batch: Batch) -> Batch:
-        n = len(batch)
+    def _apply_whole(self, cols: list, n: int) -> np.ndarray | None:
+        """Every conjunct on every row. An orderer with `observe_whole` is shown each one's
+        verdicts and time (its profile tuples and first-position times for free); for one
+        without, the predicate runs compiled as one."""
+        for f in range(len(self.evaluated)):
+            self.evaluated[f] += n
+        self.one_pass_rows += n
+        observe_whole = getattr(self.orderer, "observe_whole", None)
+        if observe_whole is None:
+            mask = self._one_pass(cols, n)
+        else:
+            k = len(self._preds)
+            passes = np.empty((k, n), dtype=bool)
+            seconds = [0.0] * k
+            for f, pred in enumerate(self._preds):
+                start = time.perf_counter()
+                passes[f] = pred(cols, n)
+                took = time.perf_counter() - start
+                self._rate[f] = _decayed(self._rate[f], took / n)
+                seconds[f] = max(0.0, took - self.overhead[f])
+            mask = passes.all(axis=0)
+            observe_whole(n, seconds, passes)
+        return None if mask.all() else np.flatnonzero(mask)
+
+    def _apply_ordered(self, columns: list, n: int) -> np.ndarray | None:
         orderer = self.orderer
         order = list(orderer.order())
         k = len(order)
@@ -118,11 +176,23 @@ class Conjunction:
             m = n if survivors is None else len(survivors)
             if m == 0:
                 break
-            cols = batch.columns if survivors is None else self._gather(f, batch, survivors)
-            start = time.perf_counter()
-            mask = self._preds[f](cols, m)
-            seconds[f] += max(0.0, time.perf_counter() - start - self.overhead[f])
-            rows[f] += m
+            if survivors is None or self._whole_slice(f, n, m):
+                start = time.perf_counter()
+                mask = self._preds[f](columns, n)
+                took = time.perf_counter() - start
+                self._rate[f] = _decayed(self._rate[f], took / n)
+                seconds[f] += max(0.0, took - self.overhead[f])
+                rows[f] += n
+                if survivors is not None:
+                    mask = mask[survivors]
+            else:
+                start = time.perf_counter()
+                cols = self._gather_from(f, columns, survivors)
+                self._gather_seconds = _decayed(self._gather_seconds, time.perf_counter() - start)
+                start = time.perf_counter()
+                mask = self._preds[f](cols, m)
+                seconds[f] += max(0.0, time.perf_counter() - start - self.overhead[f])
+                rows[f] += m
             if mask.all():
                 continue
             dropped = np.flatnonzero(~mask)
@@ -134,16 +204,25 @@ class Conjunction:
         for f in range(k):
             self.evaluated[f] += rows[f]
         if profile:
-            self._wait(batch, order, profile)
+            self._wait(columns, order, profile)
         known, drops = self._profiles_due()
         orderer.observe(rows, seconds, known, drops)
-        return batch if survivors is None else batch.take(survivors)
+        return survivors
 
-    def _measure_overhead(self, batch: Batch) -> None:
-        """Each conjunct's time on the batch's first row (best of three)."""
+    def _whole_slice(self, f: int, n: int, m: int) -> bool:
+        """Whether conjunct `f` is cheaper on the whole slice (`n` rows) than on its `m`
+        survivors: when the time its skipped rows would take is below what a gather of the
+        survivors' columns measures (cheap comparisons on small slices). Only for an orderer
+        that allows one pass (`whole_pass`): the thesis' experiments count evaluations."""
+        if self.chooser is None or self._rate[f] is None or self._gather_seconds is None:
+            return False
+        return self._rate[f] * (n - m) < self._gather_seconds
+
+    def _measure_overhead(self, columns: list) -> None:
+        """Each conjunct's time on the first row (best of three)."""
         first = np.zeros(1, dtype=np.int64)
         for f, pred in enumerate(self._preds):
-            cols = self._gather(f, batch, first)
+            cols = self._gather_from(f, columns, first)
             best = float("inf")
             for _ in range(3):
                 start = time.perf_counter()
@@ -151,12 +230,8 @@ class Conjunction:
                 best = min(best, time.perf_counter() - start)
             self.overhead[f] = best
 
-    def _gather(self, f: int, batch: Batch, at: np.ndarray) -> list:
-        """Batch columns at rows `at`, only those conjunct `f` reads (others None)."""
-        return self._gather_from(f, batch.columns, at)
-
     def _wait(
-        self, batch: Batch, order: Sequence[int], profile: list[tuple[int, np.ndarray]]
+        self, columns: list, order: Sequence[int], profile: list[tuple[int, np.ndarray]]
     ) -> None:
         """Keep the batch's sampled dropped rows, in arrival order, with what is known of
         them: the filters before the one that dropped a row passed it, that one dropped it, and
@@ -178,9 +253,9 @@ class Conjunction:
             need[block, later] = True
         first = np.argsort(arrival, kind="stable")  # the profile window is in arrival order
         taken = pa.array(arrival[first], type=pa.int64())
-        cols: list = [None] * batch.num_columns
+        cols: list = [None] * len(columns)
         for c in self._read:
-            cols[c] = batch.columns[c].take(taken)
+            cols[c] = columns[c].take(taken)
         self._waiting.append(_ProfileBlock(cols, known[first], drops[first], need[first]))
         self._waiting_rows += total
 
@@ -218,6 +293,10 @@ class Conjunction:
         for c in self._refs[f]:
             cols[c] = columns[c].take(pidx)
         return cols
+
+
+def _decayed(old: float | None, new: float, keep: float = 0.9) -> float:
+    return new if old is None else old * keep + new * (1 - keep)
 
 
 @dataclass

@@ -16,7 +16,9 @@ imports `cq_service.adaptive`, which holds A-Greedy and its variants). Per batch
    over as many batches as it takes, and evaluate them together (default 1: every batch). An
    orderer whose `whole_pass` attribute is true lets the selection run the whole predicate in
    one pass instead whenever that measures cheaper than its order (engine/pass_choice.py); such
-   batches are not observed. Without it, every batch is evaluated in the orderer's order.
+   batches are shown to its `observe_whole(rows, seconds, passes)`, if it has one (every
+   conjunct's verdict on every row and its time), and not to `observe`. Without it, every
+   batch is evaluated in the orderer's order.
 
 A factory may also carry `probe_orders`, the factory of the probe orderers of multi-way joins
 (engine/probe_order.py): one filter-ordering setting orders both.

@@ -16,7 +16,10 @@ way since the other last ran is `1 / EXPLORE_SHARE` times what one batch the oth
 expected to cost: trying the dearer way costs at most about `EXPLORE_SHARE` of the time, and a
 drift in either way is noticed (the orderer also keeps seeing some batches while one pass
 wins). Between two ways that cost about the same the other is tried every 20 batches or so;
-when the other costs five times as much, every 100.
+when the other costs five times as much, every 100. When the orderer changes its order, the
+ordered way's figure is forgotten and that way runs next (`order_changed`). A batch's figure
+is held to `SPIKE` times the way's current one, so one preempted batch does not flip the choice
+(a real rise passes in a few batches).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ class PassChooser:
     WARMUP = 8  # ordered batches before the first one-pass batch
     EXPLORE_SHARE = 0.05  # at most about this share of the time goes to the dearer way
     DECAY = 0.8  # weight of a way's past batches at each batch it runs
+    SPIKE = 2.0  # a batch's time per row is held to this many times the way's current figure
 
     def __init__(self) -> None:
         self._seconds = [0.0, 0.0]  # decayed, by way: 0 ordered, 1 one pass
@@ -55,11 +59,21 @@ class PassChooser:
             return False
         if self.cost(True) is None:
             return True  # one pass not tried yet
+        if self.cost(False) is None:
+            return False  # the order changed since the ordered way was measured
         preferred = self.prefers_one_pass()
         other = self.cost(not preferred)
         assert other is not None
         due = self._since_other * self.EXPLORE_SHARE >= other * self._rows_last
         return not preferred if due else preferred
+
+    def order_changed(self) -> None:
+        """The orderer changed its order: what the ordered way measured was another order's,
+        so it is forgotten and measured again on the next batch (an order learnt while one
+        pass ran, from one-pass batches, is tried at once instead of at the next exploration,
+        which may be a hundred batches away)."""
+        self._seconds[False] = self._rows[False] = 0.0
+        self._since_other = 0.0
 
     def record(self, whole: bool, seconds: float, rows: int) -> None:
         """A batch of `rows` rows took `seconds` the `whole` way."""
@@ -67,6 +81,9 @@ class PassChooser:
         self._batches += 1
         self._rows_last = rows
         self.whole_batches += whole
+        current = self.cost(whole)
+        if current is not None:  # a preempted batch (a shared machine, a GC pause) is held back
+            seconds = min(seconds, self.SPIKE * current * rows)
         self._seconds[whole] = self._seconds[whole] * self.DECAY + seconds
         self._rows[whole] = self._rows[whole] * self.DECAY + rows
         if preferred != self.prefers_one_pass():

@@ -71,6 +71,10 @@ class ProfilingOrderer(ABC):
     def sample(self, position: int, dropped: int) -> np.ndarray:
         if dropped == 0 or self.p == 0 or not self.profiles(position):
             return _NONE
+        return self._pick(dropped)
+
+    def _pick(self, dropped: int) -> np.ndarray:
+        """Each of `dropped` rows with probability p (sorted indices)."""
         k = int(self._rng.binomial(dropped, self.p))
         if k == 0:
             return _NONE
@@ -94,6 +98,26 @@ class ProfilingOrderer(ABC):
         elif self._unchecked < self.CHECK_EVERY:
             return  # nothing new but the times, which drift slowly
         self._unchecked = 0
+        self.check()
+
+    def observe_whole(self, rows: int, seconds: Sequence[float], passes: np.ndarray) -> None:
+        """A batch of `rows` rows the selection evaluated in one pass (every filter on every
+        row; ``passes[f, r]``: filter f keeps row r) and each filter's seconds on it. Its
+        dropped rows are sampled with probability p as profile tuples whose every verdict is
+        known (what profiling them would find, at no extra evaluation), and each filter's time
+        counts as a first-position figure (each ran on the whole batch)."""
+        self.costs.observe([rows] * self.n, seconds, first=range(self.n))
+        dropped = np.flatnonzero(~passes.all(axis=0))
+        picked = self._pick(len(dropped)) if len(dropped) and self.p > 0 else _NONE
+        if len(picked):
+            drops = ~passes[:, dropped[picked]].T
+            self._unchecked = 0
+            self.add_profiles(np.ones_like(drops), drops)
+        else:
+            self._unchecked += 1
+            if self._unchecked < self.CHECK_EVERY:
+                return
+            self._unchecked = 0
         self.check()
 
     # -- the algorithm ------------------------------------------------------------------------

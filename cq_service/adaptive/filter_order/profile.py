@@ -9,7 +9,7 @@ mask; A-Greedy's tuples are fully known.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -104,9 +104,13 @@ class FilterCosts:
         self._noise_sq, self._noise_w = 0.0, 0.0
 
     def observe(
-        self, rows: Sequence[int], seconds: Sequence[float], first: int | None = None
+        self,
+        rows: Sequence[int],
+        seconds: Sequence[float],
+        first: int | Iterable[int] | None = None,
     ) -> None:
-        """One batch: rows and seconds per filter (index); `first` ran first (None: unknown)."""
+        """One batch: rows and seconds per filter (index); `first` ran first, on the whole
+        batch (several: a batch evaluated in one pass, where every filter did; None: unknown)."""
         if self.unit:
             return
         r = np.asarray(rows, dtype=float)
@@ -115,8 +119,10 @@ class FilterCosts:
         # A batch's time per row is held to SPIKE times the current figure: a call that the
         # machine preempted (another process, a GC pause) must not make a filter look dearer
         # than its peers for the next dozen batches. A real rise passes in a few batches.
-        if first is not None and seen[first]:
-            f = first
+        firsts = () if first is None else (first,) if isinstance(first, int) else first
+        for f in firsts:
+            if not seen[f]:
+                continue
             tf = t[f]
             if self._first_rows[f] > 0:
                 current = self._first_seconds[f] / self._first_rows[f]
@@ -147,7 +153,9 @@ class FilterCosts:
             a = np.fmin(a, typical.mean())  # not measured first: the mean, or lower
             a[first] = np.maximum(typical, 1e-12)
         a[np.isnan(a)] = a[~np.isnan(a)].mean()
-        return self._tie(a)
+        # every figure > 0: a time with the per-call cost taken off can be 0, and a mean of 0s
+        # given to a filter not measured first made the invariants' ratios divide by zero
+        return self._tie(np.maximum(a, 1e-12))
 
     def noise(self) -> float:
         """Standard deviation of log(a batch's figure / the filter's figure) at the first

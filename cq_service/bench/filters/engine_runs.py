@@ -91,8 +91,11 @@ class Metered:
         self.name = inner.name
         self.profile_batch = getattr(inner, "profile_batch", 1)  # the selection reads these
         self.whole_pass = getattr(inner, "whole_pass", False)
+        if not hasattr(inner, "observe_whole"):
+            self.observe_whole = None  # type: ignore[assignment]  # the selection checks
         self.timings = timings
         self._pending = 0  # profile evaluations of the batch in progress
+        self._seen = 0  # tuples of the ordered batches so far (a running sum: O(1) a batch)
         self.batches: list[tuple[int, int, int]] = []  # (tuples, evaluations, profile evals)
         self.orders: list[tuple[int, tuple[int, ...]]] = []  # (tuples before, order) on change
 
@@ -109,14 +112,24 @@ class Metered:
         return self.inner.profile_positions(position)
 
     def observe(self, rows, seconds, known, drops) -> None:
-        seen = sum(b[0] for b in self.batches)
         order = tuple(self.inner.order())
         if not self.orders or self.orders[-1][1] != order:
-            self.orders.append((seen, order))
+            self.orders.append((self._seen, order))
         self.batches.append((int(max(rows)), int(sum(rows)), self._pending))
+        self._seen += self.batches[-1][0]
         self._pending = 0
         start = time.perf_counter()
         self.inner.observe(rows, seconds, known, drops)
+        if self.timings is not None:
+            self.timings.observe += time.perf_counter() - start
+
+    def observe_whole(self, rows: int, seconds: Sequence[float], passes: np.ndarray) -> None:
+        """A one-pass batch (not in `batches`: the selection counts it in `one_pass_rows`)."""
+        order = tuple(self.inner.order())
+        if not self.orders or self.orders[-1][1] != order:
+            self.orders.append((self._seen, order))
+        start = time.perf_counter()
+        self.inner.observe_whole(rows, seconds, passes)  # type: ignore[attr-defined]
         if self.timings is not None:
             self.timings.observe += time.perf_counter() - start
 
@@ -141,6 +154,9 @@ class RunResult:
     orders: list[tuple[int, tuple[int, ...]]] = field(default_factory=list)
     timings: Timings | None = None
     costs: list[float] | None = None
+    cpu_seconds: float = (
+        0.0  # the process's CPU time: less sensitive than `seconds` to a shared machine
+    )
 
     @property
     def cost_per_tuple(self) -> float:
@@ -150,6 +166,7 @@ class RunResult:
         out = {
             "order": self.order,
             "seconds": self.seconds,
+            "cpu_seconds": self.cpu_seconds,
             "tuples": self.tuples,
             "output_rows": self.output_rows,
             "cost_per_tuple": self.cost_per_tuple,
@@ -245,12 +262,12 @@ def run(
         )
     )
     with patch, _timed(timings) if timings is not None else contextlib.nullcontext():
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         compiled = load_and_compile(path)
         report = runner.run_pipeline(
             compiled, batch_rows=batch_rows, filter_order="static" if order == "static" else None
         )
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     selects = [op.conjunction for op in report.executor.operators if isinstance(op, Select)]
     conj = max(selects, key=lambda c: len(c.conjuncts))
     tuples = sum(s["elements"] for s in report.sources.values())
@@ -275,4 +292,5 @@ def run(
         orders=meter.orders if meter else [],
         timings=timings,
         costs=meter.costs() if meter else None,
+        cpu_seconds=cpu,
     )

@@ -213,3 +213,50 @@ def test_differences_within_the_noise_tie_and_larger_ones_count():
     assert c.noise() > 0
     assert a[0] == pytest.approx(a[1])  # the same cost: tied whatever the last batches said
     assert a[2] > 10 * a[0]
+
+
+class _AlwaysOnePass:
+    """A pass chooser that runs every batch in one pass."""
+
+    whole_batches = 0
+
+    def whole(self) -> bool:
+        return True
+
+    def record(self, whole: bool, seconds: float, rows: int) -> None:
+        pass
+
+    def order_changed(self) -> None:
+        pass
+
+    def prefers_one_pass(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("cls", [AGreedy, Sweep, Independent, LocalSwaps])
+def test_each_variant_learns_the_order_from_one_pass_batches(monkeypatch, cls):
+    """While the selection runs one pass, each variant still gets profile tuples (the sampled
+    dropped rows, every verdict known) and every filter's time as a first-position figure,
+    and reaches the optimal order with no batch ever evaluated in its order."""
+    from cq_service.engine import conjunction
+
+    monkeypatch.setattr(conjunction, "PassChooser", _AlwaysOnePass)
+    op = _independent_select(lambda n: cls(n, unit_costs=True, whole_pass=True))
+    _run(op, 120)
+    conj = op.conjunction
+    assert conj.one_pass_rows == 120 * 2000
+    assert list(conj.orderer.order()) == [2, 1, 0]
+    assert conj.orderer.window.count > 0
+
+
+def test_one_pass_batches_give_every_filter_a_first_position_time():
+    costs = FilterCosts(3)
+    costs.observe([1000] * 3, [1e-3, 2e-3, 4e-3], first=range(3))
+    assert costs.values() == pytest.approx([1e-6, 2e-6, 4e-6])
+
+
+def test_costs_stay_positive_when_first_position_times_are_zero():
+    """A time with the per-call cost taken off can be 0: no a_i may be (the ratios divide)."""
+    costs = FilterCosts(3)
+    costs.observe([1000, 500, 200], [0.0, 1e-4, 1e-4], first=0)
+    assert (costs.values() > 0).all()

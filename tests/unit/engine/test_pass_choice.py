@@ -57,3 +57,23 @@ def test_costs_are_per_row_whatever_the_batch_sizes():
     chooser.record(True, 0.001, 500)  # 2 µs a row
     assert chooser.cost(False) == 1e-6 and chooser.cost(True) == 2e-6
     assert not chooser.prefers_one_pass()
+
+
+def test_a_new_order_is_measured_on_the_next_batch():
+    """After the orderer changes its order, what the ordered way measured is forgotten: the
+    next batch runs ordered, whatever the exploration schedule, then the cheaper way."""
+    chooser = PassChooser()
+    _run(chooser, 100, {False: 5e-6, True: 1e-6})
+    assert chooser.prefers_one_pass()
+    chooser.order_changed()
+    assert chooser.cost(False) is None and not chooser.prefers_one_pass()
+    ways = _run(chooser, 2, {False: 0.5e-6, True: 1e-6})  # the new order is cheaper
+    assert ways == [False, False] and not chooser.prefers_one_pass()
+
+
+def test_one_preempted_batch_does_not_flip_the_choice():
+    chooser = PassChooser()
+    _run(chooser, 50, {False: 1e-6, True: 3e-6})
+    chooser.record(False, 1000 * 50e-6, 1000)  # one batch 50 times slower: the machine, not the way
+    assert not chooser.prefers_one_pass()
+    assert chooser.cost(False) < 1.5e-6

@@ -145,8 +145,11 @@ def test_profiled_rows_evaluated_together_give_the_same_profile_tuples():
     runs = {}
     for size in (1, 40):
         made: list[_Recording] = []
-        _run(pred, lambda n, size=size, made=made: made.append(_Recording(n, size)) or made[-1],
-             batches)
+        _run(
+            pred,
+            lambda n, size=size, made=made: made.append(_Recording(n, size)) or made[-1],
+            batches,
+        )
         runs[size] = made[0]
     one, gathered = runs[1], runs[40]
     assert one.tuples and gathered.tuples == one.tuples[: len(gathered.tuples)]
@@ -181,3 +184,57 @@ def test_static_runs_one_pass_and_counts_every_conjunct():
     assert got == _expected(_and(*CONJUNCTS), batches)
     rows = sum(len(bt) for bt in batches)
     assert op.conjunction.evaluated == [rows] * len(CONJUNCTS)
+
+
+class _Counting(Switching):
+    """`Switching` that counts the batches (slices) it observes."""
+
+    def __init__(self, n: int, whole_pass: bool = False):
+        super().__init__(n, whole_pass=whole_pass)
+        self.observed = 0
+
+    def observe(self, rows, seconds, known, drops) -> None:
+        super().observe(rows, seconds, known, drops)
+        self.observed += 1
+
+
+@pytest.mark.parametrize("whole_pass", [False, True])
+def test_a_batch_larger_than_a_slice_switches_order_between_slices(monkeypatch, whole_pass):
+    """A batch of more than `SLICE` rows is evaluated slice by slice, a new order at each
+    (and, with `whole_pass`, cheap conjuncts on the whole slice or one pass at every third):
+    the rows are those of the whole predicate, in the batch's order."""
+    monkeypatch.setattr(conjunction, "SLICE", 64)
+    monkeypatch.setattr(conjunction, "PassChooser", Alternating)
+    pred = _and(*CONJUNCTS)
+    batches = [_batch(s, n) for s, n in zip(range(4), [300, 64, 65, 10], strict=True)]
+    made: list[_Counting] = []
+    _, got = _run(pred, lambda n: made.append(_Counting(n, whole_pass)) or made[-1], batches)
+    assert got == _expected(pred, batches)
+    slices = sum(-(-len(bt) // 64) for bt in batches)  # 5 + 1 + 2 + 1
+    ordered = slices - (slices // 3 if whole_pass else 0)  # every third in one pass
+    assert made[0].observed == ordered
+
+
+def test_cheap_conjuncts_on_the_whole_slice_count_every_row(monkeypatch):
+    """Once a gather measures dearer than a conjunct's skipped rows, that conjunct runs on the
+    whole slice: the rows are the same, and its evaluations count every row of the slice."""
+    monkeypatch.setattr(conjunction, "PassChooser", Alternating)
+    pred = _and(*CONJUNCTS[:2])
+
+    class Fixed(Switching):
+        def order(self):
+            return [0, 1]
+
+    batches = [_batch(s) for s in range(6)]
+    op, got = _run(pred, lambda n: Fixed(n, whole_pass=True), batches)
+    assert got == _expected(pred, batches)
+    conj = op.conjunction
+    assert conj._rate[0] is not None  # measured where it ran first, on whole batches
+    conj._rate[1] = 1e-9  # as a one pass shown to the orderer would measure it
+    conj._gather_seconds = 1.0  # a gather now costs more than any conjunct on any slice
+    more = [_batch(s) for s in range(6, 9)]
+    before = list(conj.evaluated)
+    op.emit = lambda _b: None  # type: ignore[method-assign]
+    for bt in more:
+        op.on_batch(bt)
+    assert [e - b for e, b in zip(conj.evaluated, before, strict=True)] == [900, 900]
