@@ -188,6 +188,8 @@ class SharedJoin(MultiInputOperator):
         work = super().run(budget)
         while self._jobs and (work < budget or not work):
             work += self._run_unit(*self._next())
+            if self.policy == "mqt":
+                break  # its results go on before the next call: what MQT split its work for
         return work
 
     def emit_heartbeat(self, ts: int) -> None:
@@ -216,7 +218,7 @@ class SharedJoin(MultiInputOperator):
                 best = (ratio, i, hi)
         assert best is not None
         job = jobs[best[1]]
-        return job, self._costs.first_call(job.unit, best[2])
+        return job, self._costs.first_call(job.unit, best[2], float(max(job.tuples, 1)))
 
     # -- a release ----------------------------------------------------------------------------
 
@@ -305,7 +307,8 @@ class SharedJoin(MultiInputOperator):
                 self._insert(job, port, None if job.whole else (lo, hi))
         retractions: list[tuple] = []
         route_ticks = [self._retract(job, i, retractions) for i in range(lo, hi)]
-        work = 1 + sum(len(p[2]) for p in job.parts[held:]) + sum(len(p[2]) for p in retractions)
+        found = _units_of(job.parts[held:] + retractions, n)
+        work = 1 + int(found.sum())
         if job.whole:
             self.emit(self._output(job.parts + retractions, job.ticks, tuple(route_ticks)))
         else:
@@ -326,7 +329,7 @@ class SharedJoin(MultiInputOperator):
         else:
             self._merge_waiting(self._jobs.index(job))
         self.stamp = stamp
-        self._costs.observe(lo, hi, self.clock() - start)
+        self._costs.observe(lo, hi, self.clock() - start, work - 1, job.tuples, found)
         return work
 
     def _finish(self, job: _Job) -> None:
@@ -451,6 +454,16 @@ class SharedJoin(MultiInputOperator):
 def _part_bytes(part: tuple) -> int:
     left, right, ts, _, _ = part
     return sum(c.nbytes for c in (*left, *right)) + 3 * ts.nbytes
+
+
+def _units_of(parts: list[tuple], n: int) -> np.ndarray:
+    """How many of the pairs in `parts` each of the n units found: a pair is found in the
+    partial window of the first route that holds it (its route mask's lowest bit)."""
+    if not parts:
+        return np.zeros(n, np.int64)
+    route = np.concatenate([p[4] for p in parts])
+    first = np.log2((route & -route).astype(np.float64)).astype(np.int64)
+    return np.bincount(first, minlength=n)
 
 
 def _route_rows(parts: list[tuple], lo: int, hi: int | None = None) -> list[tuple]:
