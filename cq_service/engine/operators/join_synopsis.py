@@ -63,6 +63,22 @@ def _expand(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return q, lo[q] + (np.arange(total) - starts[q])
 
 
+def _bisect_within(a: np.ndarray, lo: np.ndarray, hi: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """For each i, the first k in [lo[i], hi[i]) with a[k] ≥ x[i] (hi[i] if none), where
+    a[lo[i]:hi[i]] is ascending: a binary search per segment, all segments at once."""
+    lo, hi = lo.astype(np.int64, copy=True), hi.astype(np.int64, copy=True)
+    if not len(a):
+        return lo
+    while True:
+        active = lo < hi
+        if not active.any():
+            return lo
+        mid = (lo + hi) // 2
+        below = active & (a[np.minimum(mid, len(a) - 1)] < x)
+        lo = np.where(below, mid + 1, lo)
+        hi = np.where(active & ~below, mid, hi)
+
+
 def _sorted_index(keys: list[pa.Array]) -> tuple[np.ndarray, np.ndarray] | None:
     """The non-NULL keys sorted, with their row positions, when the key is one integer column."""
     ik = _int_key(keys)
@@ -274,6 +290,47 @@ class JoinSide:
             keep = (j >= lo) & (j < end)
             return q[keep], j[keep]
         return self.lookup_runs(probe, runs)
+
+    def lookup_within(
+        self, probe: list[pa.Array], lo: np.ndarray, hi: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`lookup` with a position range per probe row: the pairs (q, j) with lo[q] ≤ j <
+        hi[q]. In a run sorted by key the rows of one key are in position order, so only the
+        matches inside the range are read (the partial scan of a bucket, paper 002)."""
+        if not probe or len(probe[0]) == 0 or len(self) == 0 or not len(lo):
+            return _NO_PAIRS
+        first, end = int(lo.min()), int(hi.max())
+        if first >= end:
+            return _NO_PAIRS
+        runs = [
+            rb for rb in self._live_runs() if rb[2] < end and rb[2] + len(rb[0]) - rb[1] > first
+        ]
+        pk = _int_key(probe) if runs and all(r.index is not None for r, _, _ in runs) else None
+        if pk is None:
+            q, j = self.lookup(probe, first, end)
+            keep = (j >= lo[q]) & (j < hi[q])
+            return q[keep], j[keep]
+        pvals, pvalid = pk
+        v, plo, phi = pvals[pvalid], lo[pvalid], hi[pvalid]
+        qs, js = [], []
+        for r, start, base in runs:
+            assert r.index is not None
+            values, pos = r.index
+            b0 = np.searchsorted(values, v, side="left")
+            b1 = np.searchsorted(values, v, side="right")
+            offset = start - base  # a position's offset in the run
+            k0 = _bisect_within(pos, b0, b1, np.maximum(plo + offset, start))
+            k1 = _bisect_within(pos, k0, b1, phi + offset)
+            q, k = _expand(k0, k1)
+            j = pos[k]
+            if r.dead:
+                keep = r.w[j] != 0
+                q, j = q[keep], j[keep]
+            qs.append(pvalid[q])
+            js.append(j - offset)
+        if not qs:
+            return _NO_PAIRS
+        return np.concatenate(qs), np.concatenate(js)
 
     def lookup_runs(
         self, probe: list[pa.Array], runs: list[tuple[Run, int, int]]

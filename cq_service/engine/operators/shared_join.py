@@ -202,23 +202,17 @@ class SharedJoin(MultiInputOperator):
         """The job whose next units the policy runs, and the end of their range [unit, hi).
         A job never overtakes an older one at a unit (the units of the jobs, oldest first,
         are strictly decreasing: jobs waiting for the same unit merge). SWF serves the
-        smallest unit first, one at a time; MQT the range that releases the most results
-        per measured second (shared_join_costs.py): a job's tuples times the routes the
-        range completes, over the range's fitted cost; its first call goes as far as
-        minimises the range's completion times."""
+        smallest unit first, one at a time. MQT serves the oldest job, in the calls that
+        minimise the completion times of its routes and of the releases waiting behind it
+        (shared_join_costs.py): one call, as LWO, unless its later windows' scan costs more
+        than the early routes gain by going first."""
         jobs = self._jobs
         if self.policy == "swf":
             job = jobs[-1]  # the newest waits for the smallest unit
             return job, job.unit + 1
-        best: tuple[float, int, int] | None = None
-        for i, job in enumerate(jobs):
-            limit = jobs[i - 1].unit if i else len(self.routes)
-            ratio, hi = self._costs.best(job.unit, limit, float(max(job.tuples, 1)))
-            if best is None or ratio > best[0] * (1 + 1e-9):
-                best = (ratio, i, hi)
-        assert best is not None
-        job = jobs[best[1]]
-        return job, self._costs.first_call(job.unit, best[2], float(max(job.tuples, 1)))
+        job, n = jobs[0], len(self.routes)
+        waiting = float(sum(j.tuples for j in jobs[1:]) * n)
+        return job, self._costs.first_call(job.unit, n, float(max(job.tuples, 1)), waiting)
 
     # -- a release ----------------------------------------------------------------------------
 
@@ -355,9 +349,7 @@ class SharedJoin(MultiInputOperator):
             lo, hi = other.partial_window(b.ts, [r[1 - port] for r in self.routes], *units)
             if not len(lo) or int(lo.min()) >= int(hi.max()):
                 return
-            q, j = other.rows.lookup(keys, int(lo.min()), int(hi.max()))
-            inside = (j >= lo[q]) & (j < hi[q])
-            q, j = q[inside], j[inside]
+            q, j = other.rows.lookup_within(keys, lo, hi)
         if not len(q):
             return
         t = b.ts[q]

@@ -1,4 +1,4 @@
-"""What a shared join's work costs, measured, and MQT's choice of the next work from it.
+"""What a shared join's work costs, measured, and how MQT splits a release's work from it.
 
 A call of the shared join runs one release's tuples over the partial windows of units
 [lo, hi) (a contiguous range: their union is one position range, so it is one lookup) and
@@ -11,17 +11,18 @@ will find are predicted from the units' measured pairs per outer tuple: a call o
 [lo, hi) for m tuples finds about m × Σ_{u in [lo, hi)} pairs_per_tuple[u] (the partial
 windows' sizes, as the data fills them: with equal rates, ∝ w_u − w_{u−1}).
 
-The paper's static priorities ∝ 1/(w_i − w_{i−1}) are the special case fixed = 0. In this
-vectorised engine the fixed part is large: splitting a release's work into one call per
-partial window costs a fixed part per call and gains nothing unless the later windows' scan
-is long. So MQT's rule is the paper's Greedy with these costs: serve the work that releases
-the most results per second. For a job waiting at unit k that may run up to unit `limit`,
-the candidates are its ranges [k, hi); a range's benefit is the job's tuples times the routes
-it completes, its cost the predicted seconds (`best`). The best ratio over a chain's prefixes
-is the first segment of Sidney's decomposition (optimal for weighted completion time on one
-chain). The segment then runs as the calls that minimise its units' completion times
-(`first_call`): with a large fixed cost, in one call, as LWO does; when the later windows'
-scan costs more than a call's fixed part, the small windows first, as the paper's Greedy does.
+The paper's static priorities ∝ 1/(w_i − w_{i−1}) assume fixed = 0: a unit's cost is its
+scan. In this vectorised engine the fixed part is large (and each call's batch wakes every
+route downstream), so splitting a release's work into one call per partial window gains
+nothing unless the later windows' scan is long; and letting newer releases' cheap units
+overtake an older release's long scan starves the large windows as soon as the engine is
+busy (measured: their averages went to seconds while LWO's stayed at a few hundred ms). So
+MQT serves the oldest release (releases waiting behind it merge into one), in the calls that
+minimise the sum of completion times (`first_call`): each route of the release weighs its
+tuples, the releases waiting behind it weigh their tuples times their routes until its last
+call. With a large fixed part, or a backlog behind it, that is one call, as LWO; when the later
+windows' scan costs more than a call's fixed part, the small windows go first, in a call of
+their own, and their results go on before the scan (the paper's early release).
 
 >>> c = UnitCosts(3)
 >>> for _ in range(10):  # 1 ms a call, 1 µs a pair; 0.1, 1 and 10 pairs per tuple
@@ -33,6 +34,8 @@ scan costs more than a call's fixed part, the small windows first, as the paper'
 1.111
 >>> c.first_call(0, 3, 10), c.first_call(0, 3, 1000)  # 10 tuples: one call; 1,000: split
 (3, 2)
+>>> c.first_call(0, 3, 1000, waiting=50_000)  # a backlog behind it: one call
+3
 """
 
 from __future__ import annotations
@@ -109,24 +112,16 @@ class UnitCosts:
         pairs = tuples * float(self.pairs_per_tuple()[lo:hi].sum())
         return float(max(fixed + per_pair * pairs, FLOOR))
 
-    def best(self, lo: int, limit: int, tuples: float) -> tuple[float, int]:
-        """For a job of `tuples` tuples waiting at unit `lo`, that may run up to unit `limit`:
-        (benefit per second, hi) of its best range [lo, hi); the shortest among equals."""
-        best, best_hi = -1.0, lo + 1
-        for hi in range(lo + 1, limit + 1):
-            ratio = tuples * (hi - lo) / self.cost(lo, hi, tuples)
-            if ratio > best * (1 + 1e-9):
-                best, best_hi = ratio, hi
-        return best, best_hi
-
-    def first_call(self, lo: int, hi: int, tuples: float) -> int:
-        """How far the first call goes when units [lo, hi) run next, one job's chain: the
-        grouping into calls that minimises the sum of the units' completion times (each
-        call pays the fixed part once; its units complete when it ends), by a DP over the
-        ends of the calls."""
+    def first_call(self, lo: int, hi: int, tuples: float, waiting: float = 0.0) -> int:
+        """How far the first call goes when a job of `tuples` tuples runs units [lo, hi):
+        the grouping into calls that minimises the sum of completion times, each of its
+        units weighing its tuples and the releases waiting behind it `waiting` (their tuples
+        times their routes) until its last call ends; each call pays the fixed part once and
+        its units complete when it ends. A DP over the ends of the calls."""
         best: dict[int, tuple[float, int]] = {hi: (0.0, hi)}
         for s in range(hi - 1, lo - 1, -1):
+            weight = tuples * (hi - s) + waiting
             best[s] = min(
-                (self.cost(s, e, tuples) * (hi - s) + best[e][0], e) for e in range(s + 1, hi + 1)
+                (self.cost(s, e, tuples) * weight + best[e][0], e) for e in range(s + 1, hi + 1)
             )
         return best[lo][1]

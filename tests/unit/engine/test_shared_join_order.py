@@ -104,19 +104,35 @@ def test_mqt_with_costs_that_grow_with_width_serves_the_narrowest_partial_window
 
 
 def test_mqt_with_a_fixed_cost_per_call_runs_units_together() -> None:
-    # A call costs 2 whatever its width: release 3's first two units go as one call (two
-    # routes for one fixed cost release more per second than release 2's last unit alone);
-    # release 3 then waits for the third unit with release 2, and the two go as one.
-    assert _completions("mqt", FLAT) == [(0, 1, 2), (1, 2, 2), (0, 2, 3), (2, 3, 3), (-1, 3)]
+    # A call costs 2 whatever its width: release 2 finishes its last unit (no release
+    # overtakes an older one), then release 3 runs whole in one call, as under LWO.
+    assert _completions("mqt", FLAT) == [(0, 1, 2), (1, 2, 2), (2, 3, 2), (-1, 2), (0, 3, 3), (-1, 3)]
 
 
-def test_mqt_follows_the_measured_costs_not_the_widths() -> None:
-    # The third unit (5 time units wide, the narrowest) measured dear: release 3's cheap
-    # units go before release 2's third; measured cheap, it goes first.
-    dear = _completions("mqt", Scripted(3, 0.0, (1.0, 1.0, 50.0)))
-    assert dear == [(0, 1, 2), (1, 2, 2), (0, 1, 3), (1, 2, 3), (2, 3, 3), (-1, 3)]
-    cheap = _completions("mqt", Scripted(3, 0.0, (50.0, 50.0, 1.0)))
-    assert cheap.index((2, 3, 2)) < cheap.index((0, 1, 3))
+def test_mqt_splits_a_release_where_the_later_scan_is_dear() -> None:
+    # The third unit measured dear (50 against a fixed 1): release 3's first two units go
+    # in one call, and their routes' results out, before the third's scan; measured cheap,
+    # the release runs in one call.
+    dear = _completions("mqt", Scripted(3, 1.0, (0.1, 0.1, 50.0)))
+    assert dear[-3:] == [(0, 2, 3), (2, 3, 3), (-1, 3)]
+    cheap = _completions("mqt", Scripted(3, 1.0, (0.1, 0.1, 0.1)))
+    assert cheap[-2:] == [(0, 3, 3), (-1, 3)]
+
+
+def test_mqt_yields_after_each_call() -> None:
+    """Under MQT a run makes at most one call of queued units (after reading its inputs), so
+    the executor moves a call's results on before the next call's scan."""
+    ins, reader, op = _join("mqt")
+    op._costs = Scripted(3, 1.0, (0.1, 0.1, 50.0))
+    for q in ins:
+        q.push(make_batch([INT], [(1, (7,))]))
+        q.push(Heartbeat(1))
+    op.run(1 << 20)
+    sent = [i.complete for i in iter(reader.get, None) if isinstance(i, RoutedBatch)]
+    assert sent == [(0, 2, 1)] and op._jobs
+    op.run(1 << 20)
+    sent = [i.complete for i in iter(reader.get, None) if isinstance(i, RoutedBatch)]
+    assert sent == [(2, 3, 1)] and not op._jobs
 
 
 def test_an_unknown_policy_is_refused() -> None:
