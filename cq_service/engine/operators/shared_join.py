@@ -291,6 +291,7 @@ class SharedJoin(MultiInputOperator):
         """Run `job`'s units [unit, hi) (default: its next one; LWO: all of them) as one
         call; returns the work done (pairs, at least 1)."""
         start = self.clock()
+        self._costs.resume(start)
         stamp, self.stamp = self.stamp, job.stamp
         n = len(self.routes)
         lo = 0 if job.whole else job.unit
@@ -323,7 +324,9 @@ class SharedJoin(MultiInputOperator):
         else:
             self._merge_waiting(self._jobs.index(job))
         self.stamp = stamp
-        self._costs.observe(lo, hi, self.clock() - start, work - 1, job.tuples, found)
+        end = self.clock()
+        self._costs.observe(lo, hi, end - start, work - 1, job.tuples, found)
+        self._costs.pause(end if hi < n else None)
         return work
 
     def _finish(self, job: _Job) -> None:

@@ -57,3 +57,12 @@ def test_a_pair_is_found_in_the_unit_of_the_first_route_holding_it() -> None:
     parts = [((), (), np.zeros(4), np.ones(4), np.array([0b111, 0b110, 0b100, 0b110]))]
     assert _units_of(parts, 3).tolist() == [1, 2, 1]
     assert _units_of([], 3).tolist() == [0, 0, 0]
+
+
+def test_the_gap_between_a_release_s_calls_is_measured_and_weighs_against_a_split() -> None:
+    c = _measured()
+    c.pause(10.0)
+    c.resume(10.5)  # the executor came back half a second later
+    c.resume(20.0)  # no pause before: nothing measured
+    assert c.gap == pytest.approx(0.1)
+    assert c.first_call(0, 3, 1000) == 3  # a split would cost the later routes the gap
