@@ -184,12 +184,14 @@ class SharedJoin(MultiInputOperator):
 
     def run(self, budget: int) -> int:
         """Read the inputs (a new release pre-empts the queued work at a unit boundary), then
-        run queued units until the budget is spent."""
+        run queued units until the budget is spent (MQT: one call)."""
         work = super().run(budget)
+        if self.policy == "mqt":
+            # One call, whatever reading took (as LWO's release runs when it is read): its
+            # results go on before the next call, which is what MQT split its work for.
+            return work + self._run_unit(*self._next()) if self._jobs else work
         while self._jobs and (work < budget or not work):
             work += self._run_unit(*self._next())
-            if self.policy == "mqt":
-                break  # its results go on before the next call: what MQT split its work for
         return work
 
     def emit_heartbeat(self, ts: int) -> None:

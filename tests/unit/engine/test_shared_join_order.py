@@ -104,9 +104,9 @@ def test_mqt_with_costs_that_grow_with_width_serves_the_narrowest_partial_window
 
 
 def test_mqt_with_a_fixed_cost_per_call_runs_units_together() -> None:
-    # A call costs 2 whatever its width: release 2 finishes its last unit (no release
-    # overtakes an older one), then release 3 runs whole in one call, as under LWO.
-    assert _completions("mqt", FLAT) == [(0, 1, 2), (1, 2, 2), (2, 3, 2), (-1, 2), (0, 3, 3), (-1, 3)]
+    # A call costs 2 whatever its width: each release runs whole in one call as it is read,
+    # as under LWO.
+    assert _completions("mqt", FLAT) == [(0, 3, 2), (-1, 2), (0, 3, 3), (-1, 3)]
 
 
 def test_mqt_splits_a_release_where_the_later_scan_is_dear() -> None:
