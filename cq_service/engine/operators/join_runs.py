@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from cq_service.engine.retract import row_hash
 
-__all__ = ["NO_PAIRS", "Index", "Run", "expand_ranges", "int_key", "match_keys"]
+__all__ = ["NO_PAIRS", "Index", "Run", "bisect_within", "expand_ranges", "int_key", "match_keys"]
 
 NO_PAIRS = (np.empty(0, np.int64), np.empty(0, np.int64))
 
@@ -45,6 +45,22 @@ def expand_ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarra
     q = np.repeat(np.arange(len(lo)), counts)
     starts = np.cumsum(counts) - counts
     return q, lo[q] + (np.arange(total) - starts[q])
+
+
+def bisect_within(a: np.ndarray, lo: np.ndarray, hi: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """For each i, the first k in [lo[i], hi[i]) with a[k] ≥ x[i] (hi[i] if none), where
+    a[lo[i]:hi[i]] is ascending: a binary search per segment, all segments at once."""
+    lo, hi = lo.astype(np.int64, copy=True), hi.astype(np.int64, copy=True)
+    if not len(a):
+        return lo
+    while True:
+        active = lo < hi
+        if not active.any():
+            return lo
+        mid = (lo + hi) // 2
+        below = active & (a[np.minimum(mid, len(a) - 1)] < x)
+        lo = np.where(below, mid + 1, lo)
+        hi = np.where(active & ~below, mid, hi)
 
 
 def _sorted_index(keys: list[pa.Array]) -> tuple[np.ndarray, np.ndarray] | None:

@@ -30,7 +30,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cq_service.engine.fifo import oldest_retracted
-from cq_service.engine.operators.join_runs import NO_PAIRS, Run, expand_ranges, int_key, match_keys
+from cq_service.engine.operators.join_runs import (
+    NO_PAIRS,
+    Run,
+    bisect_within,
+    expand_ranges,
+    int_key,
+    match_keys,
+)
 from cq_service.engine.retract import allocate, row_hash, same_rows
 
 __all__ = ["JoinSide", "Run", "match_keys"]  # Run and match_keys: join_runs.py
@@ -105,6 +112,47 @@ class JoinSide:
             keep = (j >= lo) & (j < end)
             return q[keep], j[keep]
         return self.lookup_runs(probe, runs)
+
+    def lookup_within(
+        self, probe: list[pa.Array], lo: np.ndarray, hi: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`lookup` with a position range per probe row: the pairs (q, j) with lo[q] ≤ j <
+        hi[q]. In a run sorted by key the rows of one key are in position order, so only the
+        matches inside the range are read (the partial scan of a bucket, paper 002)."""
+        if not probe or len(probe[0]) == 0 or len(self) == 0 or not len(lo):
+            return NO_PAIRS
+        first, end = int(lo.min()), int(hi.max())
+        if first >= end:
+            return NO_PAIRS
+        runs = [
+            rb for rb in self._live_runs() if rb[2] < end and rb[2] + len(rb[0]) - rb[1] > first
+        ]
+        pk = int_key(probe) if runs and all(r.index is not None for r, _, _ in runs) else None
+        if pk is None:
+            q, j = self.lookup(probe, first, end)
+            keep = (j >= lo[q]) & (j < hi[q])
+            return q[keep], j[keep]
+        pvals, pvalid = pk
+        v, plo, phi = pvals[pvalid], lo[pvalid], hi[pvalid]
+        qs, js = [], []
+        for r, start, base in runs:
+            assert r.index is not None
+            values, pos = r.index
+            b0 = np.searchsorted(values, v, side="left")
+            b1 = np.searchsorted(values, v, side="right")
+            offset = start - base  # a position's offset in the run
+            k0 = bisect_within(pos, b0, b1, np.maximum(plo + offset, start))
+            k1 = bisect_within(pos, k0, b1, phi + offset)
+            q, k = expand_ranges(k0, k1)
+            j = pos[k]
+            if r.dead:
+                keep = r.w[j] != 0
+                q, j = q[keep], j[keep]
+            qs.append(pvalid[q])
+            js.append(j - offset)
+        if not qs:
+            return NO_PAIRS
+        return np.concatenate(qs), np.concatenate(js)
 
     def lookup_runs(
         self, probe: list[pa.Array], runs: list[tuple[Run, int, int]]

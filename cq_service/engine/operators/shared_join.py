@@ -184,8 +184,12 @@ class SharedJoin(MultiInputOperator):
 
     def run(self, budget: int) -> int:
         """Read the inputs (a new release pre-empts the queued work at a unit boundary), then
-        run queued units until the budget is spent."""
+        run queued units until the budget is spent (MQT: one call)."""
         work = super().run(budget)
+        if self.policy == "mqt":
+            # One call, whatever reading took (as LWO's release runs when it is read): its
+            # results go on before the next call, which is what MQT split its work for.
+            return work + self._run_unit(*self._next()) if self._jobs else work
         while self._jobs and (work < budget or not work):
             work += self._run_unit(*self._next())
         return work
@@ -200,23 +204,17 @@ class SharedJoin(MultiInputOperator):
         """The job whose next units the policy runs, and the end of their range [unit, hi).
         A job never overtakes an older one at a unit (the units of the jobs, oldest first,
         are strictly decreasing: jobs waiting for the same unit merge). SWF serves the
-        smallest unit first, one at a time; MQT the range that releases the most results
-        per measured second (shared_join_costs.py): a job's tuples times the routes the
-        range completes, over the range's fitted cost; its first call goes as far as
-        minimises the range's completion times."""
+        smallest unit first, one at a time. MQT serves the oldest job, in the calls that
+        minimise the completion times of its routes and of the releases waiting behind it
+        (shared_join_costs.py): one call, as LWO, unless its later windows' scan costs more
+        than the early routes gain by going first."""
         jobs = self._jobs
         if self.policy == "swf":
             job = jobs[-1]  # the newest waits for the smallest unit
             return job, job.unit + 1
-        best: tuple[float, int, int] | None = None
-        for i, job in enumerate(jobs):
-            limit = jobs[i - 1].unit if i else len(self.routes)
-            ratio, hi = self._costs.best(job.unit, limit, float(max(job.tuples, 1)))
-            if best is None or ratio > best[0] * (1 + 1e-9):
-                best = (ratio, i, hi)
-        assert best is not None
-        job = jobs[best[1]]
-        return job, self._costs.first_call(job.unit, best[2])
+        job, n = jobs[0], len(self.routes)
+        waiting = float(sum(j.tuples for j in jobs[1:]) * n)
+        return job, self._costs.first_call(job.unit, n, float(max(job.tuples, 1)), waiting)
 
     # -- a release ----------------------------------------------------------------------------
 
@@ -295,6 +293,7 @@ class SharedJoin(MultiInputOperator):
         """Run `job`'s units [unit, hi) (default: its next one; LWO: all of them) as one
         call; returns the work done (pairs, at least 1)."""
         start = self.clock()
+        self._costs.resume(start)
         stamp, self.stamp = self.stamp, job.stamp
         n = len(self.routes)
         lo = 0 if job.whole else job.unit
@@ -305,7 +304,8 @@ class SharedJoin(MultiInputOperator):
                 self._insert(job, port, None if job.whole else (lo, hi))
         retractions: list[tuple] = []
         route_ticks = [self._retract(job, i, retractions) for i in range(lo, hi)]
-        work = 1 + sum(len(p[2]) for p in job.parts[held:]) + sum(len(p[2]) for p in retractions)
+        found = _units_of(job.parts[held:] + retractions, n)
+        work = 1 + int(found.sum())
         if job.whole:
             self.emit(self._output(job.parts + retractions, job.ticks, tuple(route_ticks)))
         else:
@@ -326,7 +326,9 @@ class SharedJoin(MultiInputOperator):
         else:
             self._merge_waiting(self._jobs.index(job))
         self.stamp = stamp
-        self._costs.observe(lo, hi, self.clock() - start)
+        end = self.clock()
+        self._costs.observe(lo, hi, end - start, work - 1, job.tuples, found)
+        self._costs.pause(end if hi < n else None)
         return work
 
     def _finish(self, job: _Job) -> None:
@@ -352,9 +354,7 @@ class SharedJoin(MultiInputOperator):
             lo, hi = other.partial_window(b.ts, [r[1 - port] for r in self.routes], *units)
             if not len(lo) or int(lo.min()) >= int(hi.max()):
                 return
-            q, j = other.rows.lookup(keys, int(lo.min()), int(hi.max()))
-            inside = (j >= lo[q]) & (j < hi[q])
-            q, j = q[inside], j[inside]
+            q, j = other.rows.lookup_within(keys, lo, hi)
         if not len(q):
             return
         t = b.ts[q]
@@ -451,6 +451,16 @@ class SharedJoin(MultiInputOperator):
 def _part_bytes(part: tuple) -> int:
     left, right, ts, _, _ = part
     return sum(c.nbytes for c in (*left, *right)) + 3 * ts.nbytes
+
+
+def _units_of(parts: list[tuple], n: int) -> np.ndarray:
+    """How many of the pairs in `parts` each of the n units found: a pair is found in the
+    partial window of the first route that holds it (its route mask's lowest bit)."""
+    if not parts:
+        return np.zeros(n, np.int64)
+    route = np.concatenate([p[4] for p in parts])
+    first = np.log2((route & -route).astype(np.float64)).astype(np.int64)
+    return np.bincount(first, minlength=n)
 
 
 def _route_rows(parts: list[tuple], lo: int, hi: int | None = None) -> list[tuple]:

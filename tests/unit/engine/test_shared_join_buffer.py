@@ -100,3 +100,28 @@ def test_a_snapshot_from_before_twins_counts_nothing_until_asked() -> None:
     assert not old.twins and not len(old.hash_keys)
     old.count_twins()
     assert _counts(old) == _counts(_filled(True))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_lookup_within_ranges_reads_what_a_filtered_lookup_finds(seed: int) -> None:
+    """`JoinSide.lookup_within` (the partial scan of a bucket the shared join's units use)
+    finds exactly the matches of a whole lookup that lie in each probe's position range,
+    over several runs, expired rows at the front and NULL keys."""
+    rng = np.random.default_rng(seed)
+    buf = JoinBuffer()
+    for t in range(int(rng.integers(1, 12))):
+        n = int(rng.integers(1, 40))
+        k = pa.array(rng.integers(0, 5, n), mask=rng.random(n) < 0.1)
+        buf.append(Batch((k,), np.full(n, t, np.int64), np.ones(n, np.int64)), [k])
+        if rng.random() < 0.3:
+            buf.retain([SideWindow("rows", int(rng.integers(1, 60)))], t + 1, buf.count)
+    side = buf.rows
+    m = int(rng.integers(1, 30))
+    probe = [pa.array(rng.integers(0, 6, m), mask=rng.random(m) < 0.1)]
+    lo = rng.integers(0, len(side) + 1, m)
+    hi = np.minimum(lo + rng.integers(0, len(side) + 1, m), len(side))
+    q, j = side.lookup(probe)
+    keep = (j >= lo[q]) & (j < hi[q])
+    want = sorted(zip(q[keep].tolist(), j[keep].tolist()))
+    q2, j2 = side.lookup_within(probe, lo, hi)
+    assert sorted(zip(q2.tolist(), j2.tolist())) == want

@@ -33,19 +33,16 @@ def _join(policy: str) -> tuple[list[Queue], QueueReader, SharedJoin]:
 
 
 class Scripted(UnitCosts):
-    """Measured costs as scripted: a call of units [lo, hi) takes `fixed` + their widths."""
+    """Costs as scripted: a call of units [lo, hi) takes `fixed` + their widths, whatever
+    was measured (tests/unit/engine/test_shared_join_costs.py checks the measuring)."""
 
     def __init__(self, n: int, fixed: float, widths: tuple[float, ...]):
         super().__init__(n)
         self.script = (fixed, widths)
-        for lo in range(n):  # as if every unit had been run alone, and all of them together
-            for _ in range(20):
-                self.observe(lo, lo + 1, 0.0)
-                self.observe(0, n, 0.0)
 
-    def observe(self, lo: int, hi: int, seconds: float) -> None:
+    def cost(self, lo: int, hi: int, tuples: float) -> float:
         fixed, widths = self.script
-        super().observe(lo, hi, fixed + sum(widths[lo:hi]))
+        return fixed + sum(widths[lo:hi])
 
 
 WIDE = Scripted(3, 0.0, (10.0, 90.0, 5.0))  # the paper's model: cost ∝ width
@@ -107,19 +104,35 @@ def test_mqt_with_costs_that_grow_with_width_serves_the_narrowest_partial_window
 
 
 def test_mqt_with_a_fixed_cost_per_call_runs_units_together() -> None:
-    # A call costs 2 whatever its width: release 3's first two units go as one call (two
-    # routes for one fixed cost release more per second than release 2's last unit alone);
-    # release 3 then waits for the third unit with release 2, and the two go as one.
-    assert _completions("mqt", FLAT) == [(0, 1, 2), (1, 2, 2), (0, 2, 3), (2, 3, 3), (-1, 3)]
+    # A call costs 2 whatever its width: each release runs whole in one call as it is read,
+    # as under LWO.
+    assert _completions("mqt", FLAT) == [(0, 3, 2), (-1, 2), (0, 3, 3), (-1, 3)]
 
 
-def test_mqt_follows_the_measured_costs_not_the_widths() -> None:
-    # The third unit (5 time units wide, the narrowest) measured dear: release 3's cheap
-    # units go before release 2's third; measured cheap, it goes first.
-    dear = _completions("mqt", Scripted(3, 0.0, (1.0, 1.0, 50.0)))
-    assert dear == [(0, 1, 2), (1, 2, 2), (0, 1, 3), (1, 2, 3), (2, 3, 3), (-1, 3)]
-    cheap = _completions("mqt", Scripted(3, 0.0, (50.0, 50.0, 1.0)))
-    assert cheap.index((2, 3, 2)) < cheap.index((0, 1, 3))
+def test_mqt_splits_a_release_where_the_later_scan_is_dear() -> None:
+    # The third unit measured dear (50 against a fixed 1): release 3's first two units go
+    # in one call, and their routes' results out, before the third's scan; measured cheap,
+    # the release runs in one call.
+    dear = _completions("mqt", Scripted(3, 1.0, (0.1, 0.1, 50.0)))
+    assert dear[-3:] == [(0, 2, 3), (2, 3, 3), (-1, 3)]
+    cheap = _completions("mqt", Scripted(3, 1.0, (0.1, 0.1, 0.1)))
+    assert cheap[-2:] == [(0, 3, 3), (-1, 3)]
+
+
+def test_mqt_yields_after_each_call() -> None:
+    """Under MQT a run makes at most one call of queued units (after reading its inputs), so
+    the executor moves a call's results on before the next call's scan."""
+    ins, reader, op = _join("mqt")
+    op._costs = Scripted(3, 1.0, (0.1, 0.1, 50.0))
+    for q in ins:
+        q.push(make_batch([INT], [(1, (7,))]))
+        q.push(Heartbeat(1))
+    op.run(1 << 20)
+    sent = [i.complete for i in iter(reader.get, None) if isinstance(i, RoutedBatch)]
+    assert sent == [(0, 2, 1)] and op._jobs
+    op.run(1 << 20)
+    sent = [i.complete for i in iter(reader.get, None) if isinstance(i, RoutedBatch)]
+    assert sent == [(2, 3, 1)] and not op._jobs
 
 
 def test_an_unknown_policy_is_refused() -> None:
@@ -173,8 +186,10 @@ def test_releases_of_time_alone_retract_for_every_route_at_once(policy: str) -> 
 def test_the_state_counts_the_results_held_between_units(policy: str) -> None:
     """`state_size` (sampled after every step) keeps a running count of the pairs a release
     holds until their route's unit: it equals a count of them after every unit, through
-    releases that merge."""
+    releases that merge (MQT with the paper's costs, so that it splits its work)."""
     ins, _, op = _join(policy)
+    if policy == "mqt":
+        op._costs = WIDE
 
     def held() -> tuple[int, int]:
         rows = sum(len(s.ts) for s in op._stores)
