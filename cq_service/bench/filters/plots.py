@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from cq_service.bench.charts import pyplot, save_figure
+
 __all__ = ["cost_chart", "reconvergence_chart"]
 
 MARKERS = {
@@ -24,28 +26,13 @@ MARKERS = {
 }
 
 
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig: Any, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    _pyplot().close(fig)
-    return path
 
 
 def cost_chart(by_n: Mapping[Any, Mapping[str, Any]], path: Path, title: str = "") -> Path:
     """Cost per tuple against n (the engine's whole-predicate ``static`` left out: n)."""
     if not by_n:
         raise ValueError("no results to plot")
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     ns = sorted(by_n, key=int)
     orders = [o for o in by_n[ns[0]]["runs"] if o != "static"]
@@ -61,12 +48,12 @@ def cost_chart(by_n: Mapping[Any, Mapping[str, Any]], path: Path, title: str = "
     ax.set_title(title or "cost per tuple (Γ = 2, selectivity 50%)")
     ax.legend()
     ax.grid(alpha=0.3)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def reconvergence_chart(rc: Mapping[str, Any], path: Path, title: str = "") -> Path:
     """Cost per tuple per block around the permutations."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     block = rc["block"]
     for o, r in rc["runs"].items():
@@ -81,4 +68,4 @@ def reconvergence_chart(rc: Mapping[str, Any], path: Path, title: str = "") -> P
     ax.set_title(title or f"re-convergence, n = {rc['n']} (selectivities permuted)")
     ax.legend()
     ax.grid(alpha=0.3)
-    return _save(fig, path)
+    return save_figure(fig, path)

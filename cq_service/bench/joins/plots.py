@@ -7,18 +7,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from cq_service.bench.charts import pyplot, save_figure
 from cq_service.bench.joins.runs import SETTINGS, THROUGHPUT
 
 __all__ = ["charts", "state_chart", "throughput_chart"]
 
-
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def _cases(results: Mapping[str, Any]) -> list[str]:
@@ -45,17 +38,10 @@ def _bars(ax: Any, results: Mapping[str, Any], value, whiskers=None) -> None:
     ax.legend(fontsize="small")
 
 
-def _save(fig: Any, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    _pyplot().close(fig)
-    return path
-
 
 def throughput_chart(results: Mapping[str, Any], path: Path, title: str = "") -> Path:
     """Input tuples per CPU second per case and setting (median, whiskers min–max)."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 4))
 
     def span(run: Mapping[str, Any]) -> tuple[float, float]:
@@ -65,18 +51,18 @@ def throughput_chart(results: Mapping[str, Any], path: Path, title: str = "") ->
     _bars(ax, results, lambda run: run[THROUGHPUT], span)
     ax.set_ylabel("input tuples per CPU second")
     ax.set_title(title or "throughput")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def state_chart(results: Mapping[str, Any], path: Path, title: str = "") -> Path:
     """The join operators' state peak (rows) per case and setting, log scale."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 4))
     _bars(ax, results, lambda run: run["peak_state_rows"])
     ax.set_yscale("log")
     ax.set_ylabel("state peak (rows)")
     ax.set_title(title or "state")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def charts(results: Mapping[str, Any], folder: Path, scale: str) -> list[Path]:

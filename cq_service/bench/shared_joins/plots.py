@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from cq_service.bench.charts import pyplot, save_figure
 from cq_service.bench.shared_joins.model import PAPER, ModelParams, model_table
 
 __all__ = ["burst_chart", "model_chart", "window_chart"]
@@ -27,14 +28,6 @@ BurstResults = Mapping[str, Mapping[Any, Mapping[str, float]]]
 MARKERS = {"mqt": "o", "swf": "s", "lwo": "^", "off": "x", "alone": "x"}
 
 
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
 
 def _points(series: Mapping[Any, Mapping[str, float]], key: str) -> tuple[list[float], list[float]]:
     """(x, y) sorted by the numeric x, skipping points without `key`."""
@@ -42,17 +35,10 @@ def _points(series: Mapping[Any, Mapping[str, float]], key: str) -> tuple[list[f
     return [x for x, _ in pts], [y for _, y in pts]
 
 
-def _save(fig: Any, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    _pyplot().close(fig)
-    return path
-
 
 def window_chart(results: WindowResults, path: Path, title: str = "") -> Path:
     """Average and maximum response time per window, per policy and distribution."""
-    plt = _pyplot()
+    plt = pyplot()
     dists = list(dict.fromkeys(d for per in results.values() for d in per))
     if not dists:
         raise ValueError("no results to plot")
@@ -72,12 +58,12 @@ def window_chart(results: WindowResults, path: Path, title: str = "") -> Path:
     axes[0][0].legend(fontsize="small")
     if title:
         fig.suptitle(title)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def burst_chart(results: BurstResults, path: Path, title: str = "") -> Path:
     """Average response time (all windows) and the largest window's maximum against burst size."""
-    plt = _pyplot()
+    plt = pyplot()
     if not results:
         raise ValueError("no results to plot")
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
@@ -94,12 +80,12 @@ def burst_chart(results: BurstResults, path: Path, title: str = "") -> Path:
     axes[0].legend(fontsize="small")
     if title:
         fig.suptitle(title)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def model_chart(windows: Sequence[float], path: Path, params: ModelParams = PAPER) -> Path:
     """The model's average response time per window (§3.1.1 equation (1), §3.2.1 (2))."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5, 3.8))
     for name, per in model_table(windows, params).items():
         ax.plot(list(per), list(per.values()), marker=MARKERS.get(name, "."), label=name)
@@ -108,4 +94,4 @@ def model_chart(windows: Sequence[float], path: Path, params: ModelParams = PAPE
     ax.set_ylabel("average response time (s)")
     ax.set_title(f"model: t_p = {params.t_p:g} s, λ = {params.lam:g}/s, m = {params.m}")
     ax.legend(fontsize="small")
-    return _save(fig, path)
+    return save_figure(fig, path)
