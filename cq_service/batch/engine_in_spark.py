@@ -26,12 +26,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cq_service.adaptive.filter_order import pipeline_orderers
+from cq_service.adaptive.k_constraints import monitor_adherence
 from cq_service.batch.spark import SPARK_TYPES
 from cq_service.compiler import CompiledPipeline, compile_pipeline, subset
 from cq_service.cql.logical import Source
 from cq_service.engine.batch import Batch
 from cq_service.engine.build import SourceOptions, build_executor
 from cq_service.engine.consolidate import canonical_order
+from cq_service.engine.join_constraints import declared
 from cq_service.engine.operators.base import NEVER
 from cq_service.engine.reorder import Reorderer
 from cq_service.engine.scheduler import policy as make_policy
@@ -252,6 +254,8 @@ def run_engine(task: EngineTask, streams: dict[str, pa.Table]) -> pa.Table:
         policy=make_policy("fifo", None),
         budget=task.batch_rows,
         filter_order=pipeline_orderers(compiled.spec),
+        constraints=declared(compiled.spec.streams, compiled.spec.queries),
+        adherence=monitor_adherence,
     )
     executor.run()
     sink = next(s for s in compiled.plan.sinks if s.query == task.query)

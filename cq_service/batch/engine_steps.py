@@ -40,9 +40,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cq_service.adaptive.filter_order import pipeline_orderers
+from cq_service.adaptive.k_constraints import monitor_adherence
 from cq_service.batch import engine_in_spark as eis
 from cq_service.cql import logical as L
 from cq_service.engine.build import SourceOptions
+from cq_service.engine.join_constraints import declared
 from cq_service.engine.live import EngineState, LiveEngine
 from cq_service.engine.operators.base import NEVER
 from cq_service.io.base import RawChunk
@@ -140,13 +142,16 @@ class BucketEngine:
         writers = {s.query: self.collect if s.query == query else eis.Discard(int(NEVER))
                    for s in plan.sinks}
         orders = pipeline_orderers(self.spec)
+        constraints = declared(self.spec.streams, self.spec.queries)
         if state is None:
-            self.engine.add_queries(plan, {n: n for n in self.feeds}, writers, filter_order=orders)
+            self.engine.add_queries(plan, {n: n for n in self.feeds}, writers, filter_order=orders,
+                                    constraints=constraints, adherence=monitor_adherence)
         else:
             for key, saved in state.sources.items():
                 self.engine.restore_source(key, saved)
             for group in state.groups:
-                self.engine.restore_group(group, writers, group.queries, orders)
+                self.engine.restore_group(group, writers, group.queries, orders, constraints,
+                                          monitor_adherence)
 
     def step(self, tables: dict[str, pa.Table], beat: int) -> tuple[pa.Table, int]:
         """Feed each source its table (replay order, every timestamp <= `beat`) and a

@@ -118,9 +118,12 @@ def make_operator(
     ins: list[QueueReader],
     out: Queue,
     filter_order: OrdererFactory | None = None,
+    constraints: Declared | None = None,
+    adherence: AdherenceFactory | None = None,
 ) -> Operator:
-    """The operator of a plan node other than a source, reading `ins`, writing `out`."""
-    op = _make(node, ins, out, {}, {}, None, filter_order)
+    """The operator of a plan node other than a source, reading `ins`, writing `out`
+    (`filter_order`, `constraints`, `adherence`: as `build_executor`'s)."""
+    op = _make(node, ins, out, {}, {}, None, filter_order, constraints, adherence)
     op.out_types = node.types
     return op
 

@@ -32,6 +32,7 @@ from cq_service.engine.build import (
 )
 from cq_service.engine.executor import Executor
 from cq_service.engine.filter_order import OrdererFactory
+from cq_service.engine.join_constraints import AdherenceFactory, Declared
 from cq_service.engine.operators.base import NEVER, Operator, StateMismatch
 from cq_service.engine.operators.gate import Gate
 from cq_service.engine.operators.range_window import RangeWindow
@@ -141,13 +142,16 @@ class LiveEngine:
         start_after: Mapping[str, int] | None = None,
         owner: str = "",
         filter_order: OrdererFactory | None = None,
+        constraints: Declared | None = None,
+        adherence: AdherenceFactory | None = None,
     ) -> dict[str, int]:
         """Start the queries of `plan` (named in its nodes and sinks); `source_keys` maps the
         plan's source names to running sources. `start_after` (source key -> instant) rebuilds
         queries that started while an earlier worker ran; None starts them now. `owner` (the
         deployment) tags the operators for per-deployment scheduling (`ByOwner`). Returns the
         instants used, to be kept with the queries. `filter_order` orders each selection's
-        conjuncts (None: as written)."""
+        conjuncts (None: as written); `constraints` are the deployment's k-constraints, which
+        its two-way joins and partitioned windows use (`adherence`: k-Mon for `k: auto`)."""
         self._serial += 1
         group = _Group(plan, dict(source_keys), owner=owner)
         gates = group.gates
@@ -173,7 +177,7 @@ class LiveEngine:
                 op.out_types = node.types
             else:
                 ins = [group.queues[id(built[i])].reader() for i in node.inputs]
-                op = make_operator(node, ins, out, filter_order)
+                op = make_operator(node, ins, out, filter_order, constraints, adherence)
                 op.name = f"g{self._serial}{op.name}"  # unique across groups
             op.owner = owner
             built[node.id] = op
@@ -274,6 +278,8 @@ class LiveEngine:
         writers: Mapping[str, ResultWriter],
         keep: Collection[str],
         filter_order: OrdererFactory | None = None,
+        constraints: Declared | None = None,
+        adherence: AdherenceFactory | None = None,
     ) -> dict[str, int]:
         """Rebuild a saved group from its own plan, load its operators' state, and keep only
         the queries in `keep` (a subset of `state.queries`; the others are removed, with the
@@ -283,7 +289,8 @@ class LiveEngine:
             raise ValueError(f"queries {sorted(extra)} are not in the saved group")
         all_writers = {s.query: writers.get(s.query) or _Discard() for s in state.plan.sinks}
         gates = self.add_queries(state.plan, state.source_keys, all_writers, state.gates,
-                                 owner=state.owner, filter_order=filter_order)
+                                 owner=state.owner, filter_order=filter_order,
+                                 constraints=constraints, adherence=adherence)
         group = self._group_of[state.plan.sinks[0].query]
         for node, saved in state.nodes.items():
             op = group.by_node.get(node)

@@ -22,11 +22,12 @@ from typing import Any
 
 from cq_service.adaptive.filter_order import pipeline_orderers
 from cq_service.adaptive.join_choice import join_chooser
+from cq_service.adaptive.k_constraints import monitor_adherence
 from cq_service.catalog.spec_json import sink_json
 from cq_service.compiler import CompiledPipeline, compile_pipeline
 from cq_service.cql import logical as L
 from cq_service.engine.build import SourceOptions
-from cq_service.engine.filter_order import OrdererFactory
+from cq_service.engine.join_constraints import declared as declared_constraints
 from cq_service.engine.live import GroupState
 from cq_service.engine.operators.base import NEVER
 from cq_service.errors import CQError, Span, Unreachable
@@ -323,7 +324,7 @@ class Deployer:
             alone = q.key if q.handover is not None else None
             groups.setdefault(json.dumps([gates, alone], sort_keys=True), []).append(i)
         for group, members in from_snapshot.values():
-            self._restore_group(group, members, saved, pipeline_orderers(spec))
+            self._restore_group(group, members, saved, spec)
         for gates_text, members in groups.items():
             gates = json.loads(gates_text)[0]
             source_keys = {n: key for i in members for n, key in queries[i].source_keys.items()}
@@ -352,6 +353,8 @@ class Deployer:
                 None if gates is None else {k: int(v) for k, v in gates.items()},
                 owner=spec.name,
                 filter_order=pipeline_orderers(spec),
+                constraints=declared_constraints(spec.streams, spec.queries),
+                adherence=monitor_adherence,
             )
             for i in members:
                 q = queries[i]
@@ -452,10 +455,10 @@ class Deployer:
         group: GroupState,
         members: list[RunningQuery],
         saved: dict[str, dict[str, Any]],
-        orderers: OrdererFactory,
+        spec: PipelineSpec,
     ) -> None:
-        """Rebuild a saved group from the snapshot; its queries not in `members` (changed or
-        gone since) are left out. `orderers`: its selections' (`pipeline_orderers`)."""
+        """Rebuild a saved group of deployment `spec` from the snapshot; its queries not in
+        `members` (changed or gone since) are left out."""
         rt = self.rt
         writers = {}
         for s in group.plan.sinks:
@@ -465,7 +468,8 @@ class Deployer:
                                self.restore.snapshot_frontier(q.key) or int(NEVER))
                 writers[s.query] = self._writer(q, s, frontier)
         used = rt.engine.restore_group(
-            group, writers, [q.key for q in members], orderers
+            group, writers, [q.key for q in members], pipeline_orderers(spec),
+            declared_constraints(spec.streams, spec.queries), monitor_adherence,
         )
         for q in members:
             q.gates = {k: v for k, v in used.items() if k in q.source_keys.values()}

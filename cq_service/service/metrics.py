@@ -126,6 +126,30 @@ class _Snapshot:
                 value=d["checkpoint_age"],
             )
         yield from _snapshots(d.get("snapshots"))
+        yield from _constraints(d.get("constraints", {}))
+
+
+def _constraints(constraints: dict[str, dict[str, Any]]) -> Iterator[Metric]:
+    """Per operator exploiting a k-constraint: the k in use (+Inf while k-Mon has not learned
+    it or after a reset) and its counters (engine/constraint_status.py)."""
+    labels = ["operator", "kind", "attribute"]
+    k = GaugeMetricFamily("cq_constraint_k", "The adherence k in use (+Inf: unknown)", labels=labels)
+    counters = {
+        field: CounterMetricFamily(f"cq_constraint_{field}", text, labels=labels)
+        for field, text in (
+            ("increases", "Increases of the learned k seen by k-Mon (each resets k to +Inf)"),
+            ("violations", "Arrivals that broke the constraint at the k in use"),
+            ("missed", "Results lost to violations (false negatives)"),
+            ("dropped", "Rows (RIDS) or partitions (CA) the constraint freed"),
+        )
+    }
+    for name, st in constraints.items():
+        key = [name, st["kind"], st["attribute"]]
+        k.add_metric(key, float(st["k"]))
+        for field, fam in counters.items():
+            fam.add_metric(key, st[field])
+    yield k
+    yield from counters.values()
 
 
 def _snapshots(s: dict[str, Any] | None) -> Iterator[Metric]:

@@ -237,6 +237,9 @@ def metrics_snapshot(worker: Worker) -> dict[str, Any]:
     return {
         "queues": {q.name: (q.rows, q.bytes) for q in ex.queues},
         "synopses": {n: (u.rows, u.bytes) for n, u in ex.memory.synopses.items()},
+        "constraints": {
+            op.name: asdict(st) for op in ex.operators if (st := op.constraint_status()) is not None
+        },
         "sources": sources,
         "sinks": {key: sink.written for key, sink in worker.engine.sinks.items()},
         "paused": worker.paused,
