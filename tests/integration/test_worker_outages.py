@@ -119,15 +119,22 @@ def http(port: int, path: str, body: dict | None = None) -> tuple[int, dict | st
         return status, text, time.monotonic() - start
 
 
-def until(condition: Callable[[], object], seconds: float, what: str) -> object:
-    """Poll `condition` until it returns something true; that value."""
+def until(
+    condition: Callable[[], object],
+    seconds: float,
+    what: str,
+    show: Callable[[], object] | None = None,
+) -> object:
+    """Poll `condition` until it returns something true; that value. On a timeout the message
+    ends with what `show` returns then (e.g. the last /readyz answer)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         value = condition()
         if value:
             return value
         time.sleep(0.1)
-    raise AssertionError(f"not within {seconds:g} s: {what}")
+    last = "" if show is None else f"; last: {show()!r}"
+    raise AssertionError(f"not within {seconds:g} s: {what}{last}")
 
 
 def readiness(worker: Worker) -> tuple[int, dict]:
@@ -210,10 +217,12 @@ def test_the_worker_rides_out_a_broker_restart(tmp_path: Path, own_kafka: OwnKaf
         own_kafka.stop()  # mid-stream: records keep coming, kept by the feeder's producer
         # Not ready at the first failed call; the reason is the probe's once it finds the port
         # closed (a call failing while the broker shuts down may name something else first,
-        # e.g. librdkafka's "Unknown partition").
+        # e.g. librdkafka's "Unknown partition"). 60 s: a guard against a hang, not a bound on
+        # speed (15 s was missed once on a loaded 2-core machine).
         _, body = until(lambda: (r := readiness(worker))[0] == 503 and any(
             reason.startswith(f"kafka {bootstrap}: ") and "connection refused" in reason
-            for reason in r[1]["reasons"]) and r, 15, "/readyz says not ready: connection refused")
+            for reason in r[1]["reasons"]) and r, 60, "/readyz says not ready: connection refused",
+            show=lambda: readiness(worker))
         assert body["status"] == "not ready"
         assert http(worker.port, "/healthz")[0] == 200
         assert metric(worker, "cq_dependency_up", f"kafka {bootstrap}") == 0
@@ -258,8 +267,8 @@ def test_the_worker_rides_out_a_catalog_restart(
         every = Results(kafka_bootstrap, sinks["every"])
 
         own_postgres.stop()
-        _, body = until(lambda: (r := readiness(worker))[0] == 503 and r, 15,
-                             "/readyz says not ready")
+        _, body = until(lambda: (r := readiness(worker))[0] == 503 and r, 60,
+                        "/readyz says not ready", show=lambda: readiness(worker))
         assert body["status"] == "not ready"
         assert any(reason.startswith(f"{shown}: ") for reason in body["reasons"]), body
         status, answer, seconds = http(worker.port, "/pipelines")  # needs the catalog
