@@ -19,7 +19,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -36,6 +35,7 @@ from cq_service.catalog import Catalog
 from cq_service.service.config import ServiceConfig
 from cq_service.service.metrics import parse_metrics
 from cq_service.service.snapshots import SnapshotStore
+from tests.integration.worker_process import WorkerProcess
 from tests.services.kafka import KAFKA_API_VERSION
 
 NAME = "crash"
@@ -204,13 +204,14 @@ class Death:
 
 
 @dataclass
-class Lives:
+class Lives(WorkerProcess):
     folder: Path
     catalog: str
     bootstrap: str
     port: int
     proc: subprocess.Popen | None = None
     log: list[str] = field(default_factory=list)
+    stop_wait: float = 30
 
     def start(self, failpoints: str = "", snapshot_interval: float = 0.3) -> None:
         env = {**os.environ, "CQ_KAFKA_BOOTSTRAP": self.bootstrap, "CQ_TOKEN": "t",
@@ -248,19 +249,6 @@ class Lives:
         except subprocess.TimeoutExpired:
             return False
 
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-
     def metrics(self) -> dict[str, float]:
         """/metrics as {name{labels}: value}."""
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=10) as r:
@@ -272,12 +260,6 @@ class Lives:
 
     def tail(self) -> str:
         return "\n".join((self.folder / "worker.log").read_text().splitlines()[-40:])
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def end_offsets(admin: KafkaAdminClient, sinks: dict[str, str]) -> dict[str, int]:

@@ -39,12 +39,12 @@ from tests.integration.restarts import (
     check_done,
     check_sink,
     end_offsets,
-    free_port,
     kafka_pipeline,
     read_topic,
     record_death,
     reference,
 )
+from tests.integration.worker_process import free_port
 
 KILLS = 22  # lives that end in a death (the last life runs to the end)
 

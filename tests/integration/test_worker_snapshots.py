@@ -27,7 +27,6 @@ from tests.integration.restarts import (
     check_done,
     check_sink,
     end_offsets,
-    free_port,
     initial_r,
     kafka_pipeline,
     r_updates,
@@ -36,6 +35,7 @@ from tests.integration.restarts import (
     reference,
     s_record,
 )
+from tests.integration.worker_process import free_port
 from tests.services.kafka import KAFKA_API_VERSION
 
 QUERIES = {

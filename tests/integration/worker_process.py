@@ -20,7 +20,28 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class Worker:
+class WorkerProcess:
+    """What every handle on a `cq serve` process does: kill it for real, or stop it (SIGTERM,
+    then SIGKILL after `stop_wait` seconds)."""
+
+    proc: subprocess.Popen | None
+    stop_wait: float = 20
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(self.stop_wait)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+class Worker(WorkerProcess):
     """`cq serve` as a separate process (so it can be killed for real)."""
 
     def __init__(self, folder: Path, catalog: str, bootstrap: str, port: int):
@@ -51,16 +72,3 @@ class Worker:
     def get(self, path: str) -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=10) as r:
             return r.read().decode()
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
