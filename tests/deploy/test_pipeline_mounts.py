@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from cq_service.catalog import Catalog
-from cq_service.service.config import ServiceConfig
 from cq_service.service.worker import Worker
+from tests.unit.service.workers import sqlite_worker
 
 PIPELINE = """\
 version: 1
@@ -65,16 +64,7 @@ def worker_on(tmp_path: Path):
     workers: list[Worker] = []
 
     def make(folder: Path) -> Worker:
-        catalog = Catalog(f"sqlite:///{tmp_path / 'catalog.db'}")
-        catalog.upgrade()
-        config = ServiceConfig(
-            pipelines=str(folder),
-            catalog=catalog.url,
-            port=0,
-            reconcile_interval=3600,
-            snapshots=str(tmp_path / "snapshots"),
-        )
-        workers.append(Worker(config, catalog))
+        workers.append(sqlite_worker(tmp_path, folder, snapshots=str(tmp_path / "snapshots")))
         return workers[-1]
 
     yield make
