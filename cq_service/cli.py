@@ -127,7 +127,7 @@ def _explain_live_local(compiled: Any) -> str:
     from cq_service.engine.statistics import EntityStatistics
     from cq_service.runner import run_pipeline
     from cq_service.spec.model import SinkSpec
-    from cq_service.stats import render_live
+    from cq_service.stats import render_live, render_streamon
 
     plan = compiled.plan
     blackhole = SinkSpec(type="blackhole")  # results and dead letters counted, not written
@@ -135,8 +135,9 @@ def _explain_live_local(compiled: Any) -> str:
     spec = replace(compiled.spec, dead_letter=blackhole)
     report = run_pipeline(replace(compiled, plan=quiet, spec=spec))
     rows = EntityStatistics(report.executor, compiled.spec.name).now()
-    return render_live(rows, f"live, at the end of input ({report.seconds:.3f} s; rates over "
-                             f"the whole run; F1.. as written):")
+    title = f"live, at the end of input ({report.seconds:.3f} s; rates over the whole run; F1.."
+    table = render_live(rows, title + " as written):")
+    return table + "\n" + render_streamon(report.executor.streamon.statuses())
 
 
 def _explain_live_remote(server: str, name: str, every: float | None) -> None:

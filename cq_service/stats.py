@@ -1,5 +1,6 @@
 """`cq run --stats`: per-operator element counts and peak memory of queues and synopses; and
-`cq explain --live`'s table of every entity's statistics (the rows SysStream publishes)."""
+`cq explain --live`'s table of every entity's statistics (the rows SysStream publishes) and
+its list of StreaMon's re-optimizers (engine/streamon.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ from typing import TYPE_CHECKING
 
 from cq_service.engine.constraint_status import format_k
 from cq_service.engine.scheduler.priority import PriorityPolicy
+from cq_service.engine.streamon import WatchStatus
 from cq_service.spec.sys_stream import SYS_STREAM_FIELDS
 
 if TYPE_CHECKING:
     from cq_service.runner import RunReport
 
-__all__ = ["human_bytes", "render_live", "render_stats"]
+__all__ = ["human_bytes", "render_live", "render_stats", "render_streamon"]
 
 
 def human_bytes(n: float) -> str:
@@ -128,5 +130,21 @@ def render_live(rows: Sequence[tuple], title: str) -> str:
             f"{col(row, 'rows_out'):>10} {'-' if sel is None else f'{sel:.3f}':>7} "
             f"{'-' if us is None else f'{us:.2f}':>8} {col(row, 'queued_rows'):>8} "
             f"{human_bytes(col(row, 'memory')):>10} {'-' if lag is None else lag:>8}  {what}"
+        )
+    return "\n".join(lines)
+
+
+def render_streamon(statuses: Sequence[WatchStatus]) -> str:
+    """StreaMon's registered re-optimizers: owner, kind, re-optimizations run (and how many
+    changed the plan), what its profiler watches. What `cq explain --live` prints."""
+    if not statuses:
+        return "StreaMon re-optimizers: none"
+    lines = [
+        "StreaMon re-optimizers (re-optimizations run / that changed the plan):",
+        f"  {'entity':<16} {'kind':<28} {'runs':>6} {'changed':>8}  watches",
+    ]
+    for st in statuses:
+        lines.append(
+            f"  {st.owner:<16} {st.kind:<28} {st.triggers:>6} {st.changes:>8}  {st.watches}"
         )
     return "\n".join(lines)

@@ -13,6 +13,9 @@ once `MIN_ROWS` rows back them. A position violates the invariant when another c
 fanout is below `alpha` times the current one's (the thrash guard); the correction puts that
 candidate there and keeps the rest of the order as it was, as far as each probe stays joined
 to those before it.
+
+On StreaMon (engine/streamon.py): `observe` is the profiler (the decayed counts), and
+`reoptimize` the invariant check of the pipelines observed since the last one.
 """
 
 from __future__ import annotations
@@ -41,6 +44,16 @@ class GreedyProbes:
         # (pipeline, inputs bound, candidate) -> [rows, matches], decayed
         self._seen: dict[tuple[int, frozenset[int], int], list[float]] = {}
         self.switches = 0
+        self.kind = f"probe order: {self.name}"
+        self.watches = (
+            f"{n} pipelines: matches per row at each position (every {self.every}th run, "
+            f"{self.rows} rows)"
+        )
+        # pipelines observed since the last `reoptimize`: their order and candidates then
+        self._observed: dict[
+            int, tuple[tuple[int, ...], Callable[[frozenset[int]], Sequence[int]]]
+        ] = {}
+        self._chosen: dict[int, tuple[int, ...]] = {}
 
     def fanout(self, pipeline: int, bound: frozenset[int], t: int) -> float | None:
         """Matches per row of input t probed after `bound`, once MIN_ROWS rows back it."""
@@ -53,12 +66,42 @@ class GreedyProbes:
         order: tuple[int, ...],
         profile: Sequence[PositionProfile],
         candidates: Callable[[frozenset[int]], Sequence[int]],
-    ) -> tuple[int, ...] | None:
+    ) -> None:
         for p in profile:
             for t, m in p.matches.items():
                 s = self._seen.setdefault((pipeline, p.bound, t), [0.0, 0.0])
                 s[0] = s[0] * self.DECAY + p.rows
                 s[1] = s[1] * self.DECAY + m
+        self._observed[pipeline] = (order, candidates)
+
+    # -- StreaMon (engine/streamon.py) ----------------------------------------------------------
+
+    def significant(self) -> bool:
+        return bool(self._observed)
+
+    def reoptimize(self) -> bool:
+        observed, self._observed = self._observed, {}
+        for pipeline, (order, candidates) in observed.items():
+            new = self.choose(pipeline, order, candidates)
+            if new is not None:
+                self._chosen[pipeline] = new
+        return bool(self._chosen)
+
+    def take_orders(self) -> dict[int, tuple[int, ...]]:
+        chosen, self._chosen = self._chosen, {}
+        return chosen
+
+    def statistics(self) -> dict[str, object]:
+        return {"estimates": len(self._seen), "switches": self.switches}
+
+    def choose(
+        self,
+        pipeline: int,
+        order: tuple[int, ...],
+        candidates: Callable[[frozenset[int]], Sequence[int]],
+    ) -> tuple[int, ...] | None:
+        """The pipeline's corrected order where a position violates the invariant under the
+        guard, else None."""
         bound = frozenset({pipeline})
         for k, t in enumerate(order[1:], start=1):
             here = self.fanout(pipeline, bound, t)

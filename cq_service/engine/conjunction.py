@@ -4,13 +4,22 @@ pass when that measures cheaper (engine/pass_choice.py).
 
 Used by Select (a WHERE, HAVING, or a predicate pushed below a join or into a view) and by a
 join's residual predicate. An adaptive selection evaluates a batch in slices of at most
-`SLICE` rows, and its order may change between them. With an orderer that allows one pass
-(`whole_pass`): a one-pass slice shows the orderer every conjunct's verdicts and time
-(`observe_whole`), so it keeps learning while one pass runs; a change of order has the new
-order measured at once (`PassChooser.order_changed`); and in the order, a conjunct whose
-skipped rows cost less than a gather of the survivors' columns runs on the whole slice. Any order, and one pass, keep exactly the rows whose every conjunct
-is TRUE; with fewer than two conjuncts, or one that is not `movable`, the written order is kept
-and the predicate runs in one pass.
+`SLICE` rows, and its order may change between them. An orderer that is a StreaMon
+`ReOptimizer` (engine/streamon.py) is registered as the selection's `watch`: after a slice the
+selection flags it when the orderer says its statistics changed significantly
+(`significant`), and the re-optimization (`reoptimize`) runs at the executor's next poll or
+before the selection's next slice, whichever comes first; one that changed the order tells
+the selection so (`_order_changed`).
+
+With an orderer that allows one pass (`whole_pass`): a one-pass slice shows the orderer every
+conjunct's verdicts and time (`observe_whole`), so it keeps learning while one pass runs; a
+change of order has the new order measured at once (`PassChooser.order_changed`); and in the
+order, a conjunct whose skipped rows cost less than a gather of the survivors' columns runs on
+the whole slice.
+
+Any order, and one pass, keep exactly the rows whose every conjunct is TRUE; with fewer than
+two conjuncts, or one that is not `movable`, the written order is kept and the predicate runs
+in one pass.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ from cq_service.engine.filter_order import (
     split_conjuncts,
 )
 from cq_service.engine.pass_choice import PassChooser
+from cq_service.engine.streamon import Watch
 
 __all__ = ["OVERHEAD_EVERY", "SLICE", "Conjunction"]
 
@@ -48,7 +58,7 @@ SLICE = 8192
 class Conjunction:
     """The conjuncts of `predicate`, their orderer and what they cost so far."""
 
-    def __init__(self, predicate: BExpr, orderer: OrdererFactory | None = None):
+    def __init__(self, predicate: BExpr, orderer: OrdererFactory | None = None, owner: str = ""):
         self.conjuncts = split_conjuncts(predicate)
         n = len(self.conjuncts)
         self._preds: list[Predicate] = [compile_predicate(c) for c in self.conjuncts]
@@ -79,7 +89,11 @@ class Conjunction:
         # `OVERHEAD_EVERY` batches after.
         self.overhead = [0.0] * n
         self._batches = 0  # slices evaluated (a batch is one slice or more)
-        self._last_order: tuple[int, ...] = tuple(self.orderer.order())
+        # The orderer as a StreaMon re-optimizer (engine/streamon.py), if it is one: the
+        # executor registers it through the owning operator's `watches()`.
+        self.watch: Watch | None = None
+        if getattr(self.orderer, "reoptimize", None) is not None:
+            self.watch = Watch(self.orderer, owner, self._order_changed)  # type: ignore[arg-type]
         # Decayed seconds per row of each conjunct on a whole slice, and per gather of
         # survivors' columns: whether a later conjunct runs on the whole slice (`_whole_slice`).
         self._rate: list[float | None] = [None] * n
@@ -117,21 +131,29 @@ class Conjunction:
 
     def _apply_slice(self, cols: list, n: int) -> np.ndarray | None:
         """The indices of the rows of `cols` (`n` rows) that every conjunct keeps; None: all."""
+        watch = self.watch
+        if watch is not None and watch.flagged:  # not yet re-optimized by the executor's poll
+            watch.poll()
         if self._batches % OVERHEAD_EVERY == 0:
             self._measure_overhead(cols)
         self._batches += 1
         chooser = self.chooser
         if chooser is None:
-            return self._apply_ordered(cols, n)
-        whole = chooser.whole()
-        start = time.perf_counter()
-        keep = self._apply_whole(cols, n) if whole else self._apply_ordered(cols, n)
-        chooser.record(whole, time.perf_counter() - start, n)
-        order = tuple(self.orderer.order())
-        if order != self._last_order:  # what the ordered way measured was another order's
-            self._last_order = order
-            chooser.order_changed()
+            keep = self._apply_ordered(cols, n)
+        else:
+            whole = chooser.whole()
+            start = time.perf_counter()
+            keep = self._apply_whole(cols, n) if whole else self._apply_ordered(cols, n)
+            chooser.record(whole, time.perf_counter() - start, n)
+        if watch is not None and self.orderer.significant():  # type: ignore[attr-defined]
+            watch.flag()
         return keep
+
+    def _order_changed(self) -> None:
+        """The orderer changed its order (StreaMon re-optimized it): what the ordered way
+        measured was another order's."""
+        if self.chooser is not None:
+            self.chooser.order_changed()
 
     def _apply_one_pass(self, batch: Batch) -> Batch:
         n = len(batch)

@@ -13,6 +13,10 @@ that long: the budget is cut to `step_seconds` over the operator's measured seco
 (a run still takes at least one batch). A policy decides again after every step, so this is the
 engine's preemption: an operator that is slow per element cannot hold the engine for a whole
 budget while a burst arrives (Chain assumes operators run one time unit at a time).
+
+The executor owns the plan's StreaMon registry (engine/streamon.py): `replace_plan` registers
+the operators' re-optimizers (`Operator.watches`) and unregisters those of operators that left,
+and after every step the registry re-optimizes the ones flagged since (nothing when none is).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from cq_service.engine.operators.sink import SinkOperator
 from cq_service.engine.operators.source import SourceOperator
 from cq_service.engine.queues import Queue
 from cq_service.engine.scheduler import Chain, SchedulingPolicy
+from cq_service.engine.streamon import StreaMon
 
 __all__ = ["Executor"]
 
@@ -52,6 +57,7 @@ class Executor:
         self.drained = True  # the last `drain` stopped because nothing was runnable
         self.adjustments: list[Adjustment] = []  # every change made, in order
         self._clock = NEVER
+        self.streamon = StreaMon()  # the plan's re-optimizers, polled between steps
         self.replace_plan(operators, queues)
 
     def replace_plan(self, operators: list[Operator], queues: list[Queue]) -> None:
@@ -67,6 +73,7 @@ class Executor:
             self.memory.carry_over(old)
         self.memory.sample()
         self.policy.attach(operators)
+        self.streamon.replace(w for op in operators for w in op.watches())
 
     def set_policy(self, policy: SchedulingPolicy) -> None:
         """Schedule with `policy` from the next step on (results do not change)."""
@@ -99,6 +106,7 @@ class Executor:
         op.run_cost.add(op.bytes_in - read, seconds)
         self.steps += 1
         self.memory.sample(op)
+        self.streamon.poll()  # O(1) unless a re-optimizer flagged a significant change
 
     def drain(self, max_steps: int = 1_000_000, seconds: float | None = None) -> int:
         """Run every operator but the sources until none is runnable, or `max_steps` were

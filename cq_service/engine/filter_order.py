@@ -20,6 +20,11 @@ imports `cq_service.adaptive`, which holds A-Greedy and its variants). Per batch
    conjunct's verdict on every row and its time), and not to `observe`. Without it, every
    batch is evaluated in the orderer's order.
 
+An orderer that is also a StreaMon `ReOptimizer` (engine/streamon.py: `significant`,
+`reoptimize`, every adaptive one) changes its order only in `reoptimize`: `observe` keeps the
+statistics and makes a re-optimization due, and the selection flags it for the executor's next
+poll (engine/conjunction.py). An orderer that is not one (`StaticOrder`) is not registered.
+
 A factory may also carry `probe_orders`, the factory of the probe orderers of multi-way joins
 (engine/probe_order.py): one filter-ordering setting orders both.
 

@@ -28,7 +28,7 @@ from cq_service.service.reconciler import API, REJECTION_REASONS
 from cq_service.service.results import ResultTee
 from cq_service.spec.model import LATENCY_BOUNDED_SCHEDULER, SHARE_SCHEDULER, PipelineSpec
 from cq_service.spec.sys_stream import SYS_STREAM_FIELDS
-from cq_service.stats import render_live
+from cq_service.stats import render_live, render_streamon
 
 if TYPE_CHECKING:
     from cq_service.service.worker import Worker
@@ -164,10 +164,17 @@ def explain_pipeline(worker: Worker, pipeline: str, live: bool = False) -> str:
 
 
 def _live_table(worker: Worker, spec: PipelineSpec) -> str:
-    return render_live(
+    watched = [
+        w.status()
+        for op in worker.engine.executor.operators
+        if op.owner == spec.name
+        for w in op.watches()
+    ]
+    table = render_live(
         _live_rows(worker, spec),
         "live (totals and rates since each entity started; F1.. as written):",
     )
+    return table + "\n" + render_streamon(watched)
 
 
 def _live_rows(worker: Worker, spec: PipelineSpec) -> list[tuple]:

@@ -1,6 +1,8 @@
 """What every adaptive orderer shares: the current order, drop-profiling with probability p
 (seeded), the filters' times, and the engine-facing methods of `ConjunctOrderer`
-(engine/filter_order.py). Subclasses say which positions a profiled row is evaluated on and
+(engine/filter_order.py) and of StreaMon's `Profiler` and `ReOptimizer` (engine/streamon.py):
+`observe` keeps the statistics and marks a check due (`significant`), and `reoptimize` runs
+the check between steps. Subclasses say which positions a profiled row is evaluated on and
 what to do with each profile tuple."""
 
 from __future__ import annotations
@@ -62,6 +64,9 @@ class ProfilingOrderer(ABC):
         self.whole_pass = whole_pass
         self._rng = np.random.default_rng(seed)
         self._unchecked = 0  # batches observed since the last check
+        self._due = False  # a check is due (StreaMon: `significant`)
+        self.kind = f"filter order: {self.name}"
+        self.watches = f"{n} conjuncts: drops (p={self.p:g}, window {self.window.size}), a_i"
 
     # -- ConjunctOrderer ----------------------------------------------------------------------
 
@@ -98,7 +103,7 @@ class ProfilingOrderer(ABC):
         elif self._unchecked < self.CHECK_EVERY:
             return  # nothing new but the times, which drift slowly
         self._unchecked = 0
-        self.check()
+        self._due = True
 
     def observe_whole(self, rows: int, seconds: Sequence[float], passes: np.ndarray) -> None:
         """A batch of `rows` rows the selection evaluated in one pass (every filter on every
@@ -118,7 +123,28 @@ class ProfilingOrderer(ABC):
             if self._unchecked < self.CHECK_EVERY:
                 return
             self._unchecked = 0
+        self._due = True
+
+    # -- StreaMon (engine/streamon.py) ----------------------------------------------------------
+
+    def significant(self) -> bool:
+        """New profile tuples, or `CHECK_EVERY` batches of times, since the last check."""
+        return self._due
+
+    def reoptimize(self) -> bool:
+        """The check `observe` made due; True if the order changed."""
+        self._due = False
+        before = list(self.current)
         self.check()
+        return self.current != before
+
+    def statistics(self) -> dict[str, object]:
+        return {
+            "order": list(self.current),
+            "profile_tuples": self.window.count,
+            "seconds_per_row": self.costs.values().tolist(),
+            "switches": self.switches,
+        }
 
     # -- the algorithm ------------------------------------------------------------------------
 

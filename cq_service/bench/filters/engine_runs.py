@@ -76,7 +76,7 @@ class FixedOrder:
 @dataclass
 class Timings:
     """Seconds spent in the selections: all of `apply`, in `_profile`, in the orderer's
-    `observe` (re-optimization)."""
+    `observe` and `reoptimize` (re-optimization)."""
 
     apply: float = 0.0
     profile: float = 0.0
@@ -93,6 +93,10 @@ class Metered:
         self.whole_pass = getattr(inner, "whole_pass", False)
         if not hasattr(inner, "observe_whole"):
             self.observe_whole = None  # type: ignore[assignment]  # the selection checks
+        if not hasattr(inner, "reoptimize"):  # not a StreaMon re-optimizer: none registered
+            self.reoptimize = None  # type: ignore[assignment]
+        self.kind = getattr(inner, "kind", inner.name)
+        self.watches = getattr(inner, "watches", "")
         self.timings = timings
         self._pending = 0  # profile evaluations of the batch in progress
         self._seen = 0  # tuples of the ordered batches so far (a running sum: O(1) a batch)
@@ -132,6 +136,19 @@ class Metered:
         self.inner.observe_whole(rows, seconds, passes)  # type: ignore[attr-defined]
         if self.timings is not None:
             self.timings.observe += time.perf_counter() - start
+
+    def significant(self) -> bool:
+        return self.inner.significant()  # type: ignore[attr-defined]
+
+    def reoptimize(self) -> bool:
+        start = time.perf_counter()
+        changed = self.inner.reoptimize()  # type: ignore[attr-defined]
+        if self.timings is not None:
+            self.timings.observe += time.perf_counter() - start
+        return changed
+
+    def statistics(self) -> dict[str, object]:
+        return self.inner.statistics()  # type: ignore[attr-defined]
 
     def costs(self) -> list[float] | None:
         """The inner orderer's a_i (seconds per row per filter), if it measures them."""

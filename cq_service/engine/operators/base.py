@@ -21,6 +21,7 @@ from cq_service.engine.batch import EMPTY_TICKS, Batch, merge_ticks
 from cq_service.engine.constraint_status import ConstraintStatus
 from cq_service.engine.queues import Heartbeat, Queue, QueueReader
 from cq_service.engine.run_cost import RunCost
+from cq_service.engine.streamon import Watch
 from cq_service.types import DataType
 
 __all__ = ["MultiInputOperator", "Operator", "StateMismatch", "UnaryOperator"]
@@ -140,6 +141,11 @@ class Operator(ABC):
         """The k-constraint it exploits now (k in use, violations, missed, dropped); None
         when it uses none."""
         return None
+
+    def watches(self) -> list[Watch]:
+        """Its re-optimizers, which the executor registers with StreaMon
+        (engine/streamon.py) while the operator is in its plan; none by default."""
+        return []
 
     # -- subclass helpers ---------------------------------------------------------------------
 

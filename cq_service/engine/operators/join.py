@@ -31,6 +31,7 @@ from cq_service.engine.operators.base import MultiInputOperator
 from cq_service.engine.operators.join_reduction import RidsReduction
 from cq_service.engine.operators.join_synopsis import JoinSide, Run, match_keys
 from cq_service.engine.queues import Queue, QueueReader
+from cq_service.engine.streamon import Watch
 
 __all__ = ["Join", "key_columns", "key_tuples", "take_columns"]
 
@@ -75,7 +76,9 @@ class Join(MultiInputOperator):
         super().__init__(name, inputs, output)
         self._key_ev = ([compile_expr(e) for e in left_keys], [compile_expr(e) for e in right_keys])
         # the residual's conjuncts are ordered like a selection's (engine/conjunction.py)
-        self._residual = Conjunction(residual, orderer) if residual is not None else None
+        self._residual = (
+            Conjunction(residual, orderer, owner=name) if residual is not None else None
+        )
         self._sides = (JoinSide(), JoinSide())
         self.nkeys = len(left_keys)
         # RIDS(k) on a many-one join: drops many-side rows that can never join (issue 26)
@@ -102,6 +105,10 @@ class Join(MultiInputOperator):
 
     def filter_order(self) -> str:
         return "" if self._residual is None else self._residual.describe()
+
+    def watches(self) -> list[Watch]:
+        watch = None if self._residual is None else self._residual.watch
+        return [] if watch is None else [watch]
 
     def constraint_status(self) -> ConstraintStatus | None:
         return None if self._reduction is None else self._reduction.status()

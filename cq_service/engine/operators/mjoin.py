@@ -21,8 +21,10 @@ Each input keeps one synopsis per distinct set of key expressions it is probed b
 one); `state_size` counts those, and nothing else is kept. `set_order` replaces a pipeline's
 order; any order that keeps each probe connected gives the same result. With a
 `ProbeOrderer` (engine/probe_order.py) the join profiles each pipeline now and then — the
-matches per row of every input that could be probed at each position — and takes the order
-the orderer returns, among those through the indexes it keeps.
+matches per row of every input that could be probed at each position — and takes the orders
+the orderer chooses, among those through the indexes it keeps. The orderer is a StreaMon
+re-optimizer (engine/streamon.py): the join's `watches()` return it, it is flagged after a
+profile and polled once the time slice's pipelines ran, and the orders it chose are adopted then.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from cq_service.engine.operators.join_synopsis import JoinSide, match_keys
 from cq_service.engine.operators.mjoin_caching import CachingMixin
 from cq_service.engine.probe_order import PositionProfile, ProbeOrderer
 from cq_service.engine.queues import Queue, QueueReader
+from cq_service.engine.streamon import Watch
 
 if TYPE_CHECKING:
     from cq_service.plan.mjoins import Edge
@@ -83,7 +86,8 @@ class MJoin(CachingMixin, MultiInputOperator):
                 "_pipelines",
                 "_first_filters",
                 "orders",
-                "probe_orderer",
+                "_probe_orderer",
+                "_probe_watch",
                 "_runs",
                 "_probe_ev",
                 "reorders",
@@ -292,7 +296,10 @@ class MJoin(CachingMixin, MultiInputOperator):
                 if out is not None and len(out):
                     parts.append(out)
                 if profile:
-                    self._reorder(i, profile)
+                    self._observe_profile(i, profile)
+        watch = self._probe_watch
+        if watch is not None and watch.flagged:  # the orders chosen from this slice's profiles
+            watch.poll()
         for j in range(n):
             d = deltas[j]
             if d is not None:
@@ -432,12 +439,39 @@ class MJoin(CachingMixin, MultiInputOperator):
             got = self._probe_ev[(t, bound)] = (side, ev)
         return got
 
-    def _reorder(self, i: int, profile: list[PositionProfile]) -> None:
-        """Give the orderer pipeline i's profile; adopt the order it returns, if it differs
-        and runs through indexes the join keeps."""
-        assert self.probe_orderer is not None
-        new = self.probe_orderer.observe(i, self.orders[i], profile, self.candidates)
-        if new is None or tuple(new) == self.orders[i]:
+    @property
+    def probe_orderer(self) -> ProbeOrderer | None:
+        """The orderer of the pipelines' probes (set it before an executor registers the
+        join's watches)."""
+        return self._probe_orderer
+
+    @probe_orderer.setter
+    def probe_orderer(self, orderer: ProbeOrderer | None) -> None:
+        self._probe_orderer = orderer
+        self._probe_watch = (
+            None if orderer is None else Watch(orderer, self.name, self._adopt_orders)
+        )
+
+    def watches(self) -> list[Watch]:
+        return [] if self._probe_watch is None else [self._probe_watch]
+
+    def _observe_profile(self, i: int, profile: list[PositionProfile]) -> None:
+        """Give the orderer pipeline i's profile; flag its watch when it asks to re-optimize."""
+        orderer = self._probe_orderer
+        assert orderer is not None and self._probe_watch is not None
+        orderer.observe(i, self.orders[i], profile, self.candidates)
+        if orderer.significant():
+            self._probe_watch.flag()
+
+    def _adopt_orders(self) -> None:
+        """Adopt the orders the orderer chose (StreaMon's `on_change`)."""
+        assert self._probe_orderer is not None
+        for i, new in self._probe_orderer.take_orders().items():
+            self._adopt(i, new)
+
+    def _adopt(self, i: int, new: tuple[int, ...]) -> None:
+        """Adopt `new` for pipeline i if it differs and runs through indexes the join keeps."""
+        if tuple(new) == self.orders[i]:
             return
         if new[0] != i or sorted(new) != list(range(len(self._widths))):
             return  # not an order of this pipeline

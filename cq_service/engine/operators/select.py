@@ -9,6 +9,7 @@ from cq_service.engine.conjunction import Conjunction
 from cq_service.engine.filter_order import OrdererFactory
 from cq_service.engine.operators.base import UnaryOperator
 from cq_service.engine.queues import Queue, QueueReader
+from cq_service.engine.streamon import Watch
 
 __all__ = ["Select"]
 
@@ -26,7 +27,7 @@ class Select(UnaryOperator):
         orderer: OrdererFactory | None = None,
     ):
         super().__init__(name, inputs, output)
-        self.conjunction = Conjunction(predicate, orderer)
+        self.conjunction = Conjunction(predicate, orderer, owner=name)
 
     def describe(self) -> str:
         order = self.conjunction.describe()
@@ -34,6 +35,10 @@ class Select(UnaryOperator):
 
     def filter_order(self) -> str:
         return self.conjunction.describe()
+
+    def watches(self) -> list[Watch]:
+        watch = self.conjunction.watch
+        return [] if watch is None else [watch]
 
     def on_batch(self, batch: Batch) -> None:
         self.emit(self.conjunction.apply(batch))

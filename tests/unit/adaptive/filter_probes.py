@@ -66,7 +66,8 @@ def select(tables: Sequence[set[int]], orderer: Callable[[int], ConjunctOrderer]
 
 
 def feed(op: Select, values: Sequence[int]) -> list[int]:
-    """Run one batch of `values` through `op`; the values it keeps."""
+    """Run one batch of `values` through `op` as one executor step (its re-optimizers
+    polled after it, engine/streamon.py); the values it keeps."""
     n = len(values)
     batch = Batch.from_rows(
         [(v,) for v in values], np.zeros(n, np.int64), np.ones(n, np.int64), [INT]
@@ -74,4 +75,6 @@ def feed(op: Select, values: Sequence[int]) -> list[int]:
     out: list[Batch] = []
     op.emit = out.append  # type: ignore[method-assign]
     op.on_batch(batch)
+    for watch in op.watches():
+        watch.poll()
     return [r[0] for b in out for r in b.rows()]

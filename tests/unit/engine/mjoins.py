@@ -140,15 +140,20 @@ def feed_triangle(t: Inputs) -> None:
 
 
 class RandomProbes:
-    """A random order through the allowed candidates at every profile (every run)."""
+    """A random order through the allowed candidates at every profile (every run), chosen as
+    it is observed and handed over at the next re-optimization (engine/streamon.py)."""
 
     name = "random"
+    kind = "probe order: random"
+    watches = "nothing"
     every = 1
     rows = 64
 
     def __init__(self, seed: int = 0):
         self.rng = np.random.default_rng(seed)
         self.profiles: list[PositionProfile] = []
+        self._chosen: dict[int, tuple[int, ...]] = {}
+        self._due = False
 
     def observe(
         self,
@@ -156,15 +161,30 @@ class RandomProbes:
         order: tuple[int, ...],
         profile: Sequence[PositionProfile],
         candidates: Callable[[frozenset[int]], Sequence[int]],
-    ) -> tuple[int, ...] | None:
+    ) -> None:
         self.profiles.extend(profile)
+        self._due = True
         placed = [pipeline]
         while len(placed) < len(order):
             allowed = list(candidates(frozenset(placed)))
             if not allowed:
-                return None
+                return
             placed.append(int(self.rng.choice(allowed)))
-        return tuple(placed)
+        self._chosen[pipeline] = tuple(placed)
+
+    def statistics(self) -> dict[str, object]:
+        return {}
+
+    def significant(self) -> bool:
+        return self._due
+
+    def reoptimize(self) -> bool:
+        self._due = False
+        return bool(self._chosen)
+
+    def take_orders(self) -> dict[int, tuple[int, ...]]:
+        chosen, self._chosen = self._chosen, {}
+        return chosen
 
 
 class AllCaches:

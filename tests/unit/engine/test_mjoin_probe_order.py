@@ -84,6 +84,9 @@ def test_a_violation_within_the_guard_changes_nothing() -> None:
 
     # fanouts 1.0 (current, input 1) against 0.95 (input 2): within alpha
     prof = [PositionProfile(bound, 100, {1: 100, 2: 95})]
-    assert orderer.observe(0, (0, 1, 2), prof, candidates) is None
+    orderer.observe(0, (0, 1, 2), prof, candidates)
+    assert orderer.significant() and not orderer.reoptimize() and orderer.take_orders() == {}
     prof = [PositionProfile(bound, 100, {1: 100, 2: 80})]
-    assert orderer.observe(0, (0, 1, 2), prof, candidates) == (0, 2, 1)
+    orderer.observe(0, (0, 1, 2), prof, candidates)
+    assert orderer.reoptimize() and orderer.take_orders() == {0: (0, 2, 1)}
+    assert not orderer.significant()  # nothing observed since
