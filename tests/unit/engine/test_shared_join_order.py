@@ -89,9 +89,10 @@ def test_lwo_sends_every_route_at_once() -> None:
 
 def test_swf_serves_the_smallest_partial_window_first() -> None:
     # Release 3 scans the first partial window on arrival and then the second before release
-    # 2's third; waiting for the same unit, the two are then served as one.
+    # 2's third; waiting for the same unit, the two are then served as one call, whose output
+    # is cut at release 2's last instant (each part with its release's stamp).
     assert _completions("swf") == [
-        (0, 1, 2), (1, 2, 2), (0, 1, 3), (1, 2, 3), (2, 3, 3), (-1, 3),
+        (0, 1, 2), (1, 2, 2), (0, 1, 3), (1, 2, 3), (2, 3, 2), (2, 3, 3), (-1, 3),
     ]
 
 
