@@ -370,7 +370,9 @@ class SharedJoin(MultiInputOperator):
         b, keys, first = job.new[port], job.keys[port], job.first[port]
         assert b is not None and keys is not None
         mine, other = self._stores[port], self._stores[1 - port]
-        if units is None:
+        if units is None or units == (0, len(self.routes)):
+            # Every unit: the partial windows' union is the largest window, which the route
+            # masks below cut out of a whole lookup as well (as LWO's probe).
             q, j = other.rows.lookup(keys)
         else:
             lo, hi = other.partial_window(b.ts, [r[1 - port] for r in self.routes], *units)
