@@ -128,7 +128,10 @@ class JoinSide:
             rb for rb in self._live_runs() if rb[2] < end and rb[2] + len(rb[0]) - rb[1] > first
         ]
         pk = int_key(probe) if runs and all(r.index is not None for r, _, _ in runs) else None
-        if pk is None:
+        # Ranges that span most of the runs they touch: reading those runs' buckets whole and
+        # filtering costs a few array operations, a binary search per bucket about 2·log₂
+        # (bucket) passes over the probe per run, each with its own fixed cost.
+        if pk is None or 2 * (end - first) >= sum(len(r) - s for r, s, _ in runs):
             q, j = self.lookup(probe, first, end)
             keep = (j >= lo[q]) & (j < hi[q])
             return q[keep], j[keep]

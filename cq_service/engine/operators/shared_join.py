@@ -89,7 +89,8 @@ class RoutedBatch(Batch):
 class _Job:
     """One release's work: its new tuples (per input, with their keys and first positions),
     the span of instants it completes (since, upto], the inputs' counts after it, the next
-    unit to run, and the pairs found so far (each with its route mask)."""
+    unit to run, and the pairs found so far (each with its route mask). `releases`: the
+    (upto, stamp) of each release merged into it, oldest first (one unless merged)."""
 
     new: list[Batch | None]
     keys: list[list[pa.Array] | None]
@@ -105,6 +106,7 @@ class _Job:
     twins: np.ndarray = field(default_factory=lambda: EMPTY_TICKS)  # instants of new tuples that may equal an earlier one
     held_rows: int = 0  # the pairs in `parts`, and their bytes (as `state_size` counts them)
     held_bytes: int = 0
+    releases: list[tuple[int, float]] = field(default_factory=list)
 
     @property
     def tuples(self) -> int:
@@ -242,7 +244,8 @@ class SharedJoin(MultiInputOperator):
                 if twin is not None and twin.any():
                     twins.append(unique_sorted(b.ts[twin]))
         job = _Job(new, keys, first, [s.count for s in stores], self._done, upto, ticks,
-                   self.stamp, twins=merge_ticks(*twins) if twins else EMPTY_TICKS)
+                   self.stamp, twins=merge_ticks(*twins) if twins else EMPTY_TICKS,
+                   releases=[(upto, self.stamp)])
         self._done = upto
         if not self._jobs and self._idle(job):
             return  # nothing arrives or leaves: only the heartbeat goes on
@@ -269,7 +272,8 @@ class SharedJoin(MultiInputOperator):
         """Job i merges into the jobs before it that wait for the same unit: releases waiting
         for one unit, one after the other, become one job (the units then work on all their
         tuples at once): under load a queue's tuples are served together, as the engine
-        batches everywhere. The job keeps the older stamp."""
+        batches everywhere. The job keeps the older stamp for its work (the executor's age of
+        it), and each release's own stamp for its results (`_emit_by_release`)."""
         jobs = self._jobs
         while i > 0 and jobs[i].unit == jobs[i - 1].unit:
             b, a = jobs.pop(i), jobs[i - 1]
@@ -288,6 +292,7 @@ class SharedJoin(MultiInputOperator):
             a.parts.extend(b.parts)
             a.held_rows += b.held_rows
             a.held_bytes += b.held_bytes
+            a.releases.extend(b.releases)
 
     def _run_unit(self, job: _Job, hi: int | None = None) -> int:
         """Run `job`'s units [unit, hi) (default: its next one; LWO: all of them) as one
@@ -318,8 +323,7 @@ class SharedJoin(MultiInputOperator):
             else:
                 mine = _route_rows(job.parts, lo, hi) + retractions
                 out = self._output(mine, EMPTY_TICKS, tuple(ticks))
-            out.complete = (lo, hi, job.upto)
-            self.emit(out)
+            self._emit_by_release(out, lo, hi, job.releases)
         job.unit = hi
         if hi == n:
             self._finish(job)
@@ -338,7 +342,25 @@ class SharedJoin(MultiInputOperator):
         for port, store in enumerate(self._stores):
             store.retain([r[port] for r in self.routes], job.upto, job.after[port])
         if not job.whole:  # (a whole release's heartbeat goes on as the release ends)
-            self.output.push(Heartbeat(job.upto), self.stamp)
+            self.output.push(Heartbeat(job.upto), job.releases[-1][1])
+
+    def _emit_by_release(
+        self, out: RoutedBatch, lo: int, hi: int, releases: list[tuple[int, float]]
+    ) -> None:
+        """Send a call's output for routes [lo, hi), complete up to the job's last instant:
+        cut at each merged release's last instant, each part with that release's stamp and
+        its completion. A result's latency then runs from the release that brought its later
+        tuple, under every policy (LWO's releases are never merged); with the job's one,
+        oldest stamp, a merged release's results counted the time the release before it
+        waited as their own."""
+        for upto, stamp in releases[:-1]:
+            head, out = _split_at(out, upto)
+            head.complete = (lo, hi, upto)
+            self.stamp = stamp
+            self.emit(head)
+        out.complete = (lo, hi, releases[-1][0])
+        self.stamp = releases[-1][1]
+        self.emit(out)
 
     def _insert(self, job: _Job, port: int, units: tuple[int, int] | None) -> None:
         """The pairs whose later element is one of port's new tuples, each marked with the
@@ -348,7 +370,9 @@ class SharedJoin(MultiInputOperator):
         b, keys, first = job.new[port], job.keys[port], job.first[port]
         assert b is not None and keys is not None
         mine, other = self._stores[port], self._stores[1 - port]
-        if units is None:
+        if units is None or units == (0, len(self.routes)):
+            # Every unit: the partial windows' union is the largest window, which the route
+            # masks below cut out of a whole lookup as well (as LWO's probe).
             q, j = other.rows.lookup(keys)
         else:
             lo, hi = other.partial_window(b.ts, [r[1 - port] for r in self.routes], *units)
@@ -446,6 +470,20 @@ class SharedJoin(MultiInputOperator):
                 self.output.push(batch, self.stamp)  # a route's own instants or completion
             return
         super().emit(batch)
+
+
+def _split_at(out: RoutedBatch, upto: int) -> tuple[RoutedBatch, RoutedBatch]:
+    """(out's elements and ticks at instants ≤ upto, the rest), with the route masks and
+    each route's ticks cut alike (out's elements are in timestamp order)."""
+    k = int(np.searchsorted(out.ts, upto, side="right"))
+    head, tail = Batch.split_at_time(out, upto)
+    cuts = [int(np.searchsorted(t, upto, side="right")) for t in out.route_ticks]
+    return (
+        RoutedBatch(head, out.route[:k], tuple(t[:c] for t, c in zip(out.route_ticks, cuts)),
+                    out.only),
+        RoutedBatch(tail, out.route[k:], tuple(t[c:] for t, c in zip(out.route_ticks, cuts)),
+                    out.only),
+    )
 
 
 def _part_bytes(part: tuple) -> int:

@@ -58,7 +58,7 @@ WARM = 8  # calls before outliers are cut
 class UnitCosts:
     """Seconds of a call of units [lo, hi) as `fixed + per_pair × pairs`, over `n` units."""
 
-    __slots__ = ("_fit", "_found", "_paused", "_sums", "_tuples", "calls", "gap", "n")
+    __slots__ = ("_fit", "_found", "_paused", "_prefix", "_sums", "_tuples", "calls", "gap", "n")
 
     def __init__(self, n: int):
         self.n = n
@@ -67,6 +67,7 @@ class UnitCosts:
         self._found = np.zeros(n)  # decayed pairs found per unit ...
         self._tuples = np.zeros(n)  # ... and the outer tuples that found them
         self._fit: tuple[float, float] | None = (0.0, 0.0)
+        self._prefix: list[float] | None = None  # Σ pairs per tuple of units [0, u), cached
         self.gap = 0.0  # seconds between a release's calls (decayed mean; 0: not measured)
         self._paused: float | None = None
 
@@ -102,6 +103,7 @@ class UnitCosts:
             self._tuples[lo:hi] = DECAY * self._tuples[lo:hi] + tuples
         self.calls += 1
         self._fit = None
+        self._prefix = None
 
     def params(self) -> tuple[float, float]:
         """(fixed seconds per call, seconds per pair), each ≥ 0."""
@@ -125,7 +127,9 @@ class UnitCosts:
     def cost(self, lo: int, hi: int, tuples: float) -> float:
         """The predicted seconds of a call running units [lo, hi) for `tuples` outer tuples."""
         fixed, per_pair = self.params()
-        pairs = tuples * float(self.pairs_per_tuple()[lo:hi].sum())
+        if self._prefix is None:  # (first_call asks for every range: no array work per range)
+            self._prefix = [0.0, *np.cumsum(self.pairs_per_tuple()).tolist()]
+        pairs = tuples * (self._prefix[hi] - self._prefix[lo])
         return float(max(fixed + per_pair * pairs, FLOOR))
 
     def first_call(self, lo: int, hi: int, tuples: float, waiting: float = 0.0) -> int:
