@@ -32,8 +32,11 @@ def _quantile(ordered: Sequence[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-def _none_if_inf(x: float) -> float | None:
-    return None if math.isinf(x) else x
+def _none_if_inf(x: float, ints: bool = False) -> float | None:
+    """None for inf; an int when every value was one and `x` is whole (tuple counts)."""
+    if math.isinf(x):
+        return None
+    return int(x) if ints and float(x).is_integer() else x
 
 
 def spread(values: Sequence[float | None]) -> dict:
@@ -43,16 +46,16 @@ def spread(values: Sequence[float | None]) -> dict:
         raise ValueError("no values")
     xs = sorted(math.inf if v is None else float(v) for v in values)
     never = sum(v is None for v in values)
+    ints = all(v is None or isinstance(v, int) for v in values)
     return {
         "values": list(values),
         "n": len(xs),
         "never": never,
         "mean": None if never else float(np.mean(xs)),
-        "median": _none_if_inf(_quantile(xs, 0.5)),
-        "q1": _none_if_inf(_quantile(xs, 0.25)),
-        "q3": _none_if_inf(_quantile(xs, 0.75)),
-        "min": _none_if_inf(xs[0]),
-        "max": _none_if_inf(xs[-1]),
+        **{
+            k: _none_if_inf(_quantile(xs, q), ints)
+            for k, q in (("median", 0.5), ("q1", 0.25), ("q3", 0.75), ("min", 0.0), ("max", 1.0))
+        },
     }
 
 

@@ -26,9 +26,12 @@ def test_spread_of_numbers() -> None:
 def test_never_is_above_every_number() -> None:
     s = spread([30_000, None, 10_000])
     assert s["median"] == 30_000 and s["min"] == 10_000
+    assert isinstance(s["median"], int)  # tuple counts stay counts
     assert s["max"] is None and s["mean"] is None and s["never"] == 1
     assert spread([None, None, 10_000])["median"] is None  # most never got there
     assert spread([None, 10_000])["median"] is None  # halfway to never: never
+    assert spread([10_000, 15_000])["median"] == 12_500
+    assert spread([1.0, 2.0])["median"] == 1.5
     with pytest.raises(ValueError):
         spread([])
 
