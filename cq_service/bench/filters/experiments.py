@@ -4,11 +4,17 @@
     filters (every drop probability 0.5, Γ = 2), for each adaptive orderer, the engine's
     ``static`` (the whole predicate at once), the written order one conjunct at a time
     (``written``, the thesis' static plan) and the exhaustive optimum (``optimum``: ``written``
-    with the conjuncts in the optimal order, computed offline from the drop bits).
+    with the conjuncts in the optimal order, computed offline from the drop bits). Averaged
+    over `PLACEMENTS` instances, each with its own seed and its own placement of the filters
+    into correlation groups (with every selectivity equal, an orderer that keeps ties in the
+    written order depends on where the correlated filters happen to be written; the thesis
+    averages over instances), with the spread.
 (b) `reconvergence`: drop probabilities spread around 0.5 and permuted every `period` tuples;
     cost per tuple per block of tuples for A-Greedy, Sweep and LocalSwaps, against the cost of
-    each phase's optimal order on the same block, and the tuples each needs after a change to
-    come (and stay, for `HOLD` blocks) within `WITHIN` × that optimum.
+    each phase's optimal order on the same tuples, and the tuples each needs after a change to
+    come (and stay, for `HOLD` windows of `block` tuples) within `WITHIN` × that optimum, to
+    the batch (aggregate.py). Repeated on `SEEDS` inputs; every order runs on each, and the
+    change falls on a batch boundary, at the same tuple for every order.
 (c) `overhead` (Table 4.2): A-Greedy's filter time split into tuple processing, profile
     creation and re-optimization, for n = 3, 8 and p = 0.01, 0.05.
 (d) `real`: the string match written first (real_case.py): rows per second (wall and
@@ -28,13 +34,25 @@ from pathlib import Path
 
 import numpy as np
 
+from cq_service.bench.filters.aggregate import settle, spread, steps
 from cq_service.bench.filters.engine_runs import ADAPTIVE, BATCH_ROWS, RunResult, run
 from cq_service.bench.filters.optimum import cost_of, optimum
 from cq_service.bench.filters.pipeline import pipeline_yaml, query_cql
 from cq_service.bench.filters.real_case import real_pipeline, real_workload, write_real
-from cq_service.bench.filters.workload import Workload, generate
+from cq_service.bench.filters.workload import Workload, generate, random_placement
 
-__all__ = ["HOLD", "VARIANTS", "WITHIN", "by_n", "overhead", "real", "reconvergence", "same_output"]
+__all__ = [
+    "HOLD",
+    "PLACEMENTS",
+    "SEEDS",
+    "VARIANTS",
+    "WITHIN",
+    "by_n",
+    "overhead",
+    "real",
+    "reconvergence",
+    "same_output",
+]
 
 # the runs of (a): name -> (order, orderer options); "a-greedy (unit)" is A-Greedy with every
 # a_i = 1 (the thesis' unit costs) instead of measured times, to tell the algorithm from the
@@ -48,6 +66,8 @@ VARIANTS: dict[str, tuple[str, dict]] = {
 AFTER = 100_000  # (b): the mean cost ratio over this many tuples after a change is reported
 WITHIN = 1.2  # re-converged: a block's cost within this factor of the phase's optimum
 HOLD = 3  # ... for this many consecutive blocks
+PLACEMENTS = 5  # (a): instances (seed and placement into correlation groups) per n
+SEEDS = 5  # (b): inputs (selectivities, permutation, draws) the experiment is repeated on
 Say = Callable[[str], None]
 
 
@@ -77,6 +97,32 @@ def _out(path: Path) -> Path:
     return path.parent / "out" / f"{path.stem}.jsonl"
 
 
+def _by_n_once(
+    n: int, tuples: int, folder: Path, seed: int, placement: Sequence[int], batch_rows: int
+) -> dict:
+    """One instance of (a): every order of `VARIANTS` and the optimum on the same input."""
+    w = generate(n, tuples, seed=seed, placement=placement)
+    folder.mkdir(parents=True, exist_ok=True)
+    w.write(folder / "S0.parquet")
+    best, best_cost = optimum(w.drops)
+    written = _prepare(w, folder)
+    opt = _prepare(w, folder, best, "optimum")
+    runs_of = {
+        name: run(written, o, out=_out(written), batch_rows=batch_rows, **opts)
+        for name, (o, opts) in VARIANTS.items()
+    }
+    runs_of["optimum"] = run(opt, "fixed", out=_out(opt), batch_rows=batch_rows)
+    same_output(list(runs_of.values()), w.passing())
+    return {
+        "seed": seed,
+        "groups": [[f + 1 for f in g] for g in w.groups],
+        "optimum_order": [f + 1 for f in best],
+        "optimum_model": best_cost,
+        "written_model": cost_of(w.drops, range(n)),
+        "runs": {name: r.as_json() for name, r in runs_of.items()},
+    }
+
+
 def by_n(
     ns: Sequence[int],
     tuples: int,
@@ -84,56 +130,139 @@ def by_n(
     *,
     say: Say = lambda _: None,
     batch_rows: int = BATCH_ROWS,
+    placements: int = PLACEMENTS,
 ) -> dict[int, dict]:
-    """(a): {n: {"optimum_order", "optimum_model", "written_model", "runs": {order: json}}}."""
+    """(a), averaged over `placements` instances: instance k has its own seed and its own
+    placement of the filters into correlation groups (k = 0: consecutive filters, the bench's
+    single instance until 2026-11-29), and every order runs on it.
+
+    {n: {"placements": [per instance: seed, groups, optimum_order, optimum_model,
+    written_model, runs], "optimum_model", "written_model" (means), "runs": {order: the
+    instances' mean cost per tuple and seconds, `spread` of the costs, output rows summed}}}."""
     out: dict[int, dict] = {}
     for n in ns:
-        w = generate(n, tuples, seed=100 + n)
-        sub = folder / f"n{n}"
-        w.write(sub / "S0.parquet")
-        best, best_cost = optimum(w.drops)
-        written = _prepare(w, sub)
-        opt = _prepare(w, sub, best, "optimum")
-        runs_of = {
-            name: run(written, o, out=_out(written), batch_rows=batch_rows, **opts)
-            for name, (o, opts) in VARIANTS.items()
-        }
-        runs_of["optimum"] = run(opt, "fixed", out=_out(opt), batch_rows=batch_rows)
-        same_output(list(runs_of.values()), w.passing())
-        runs = {name: r.as_json() for name, r in runs_of.items()}
+        each = [
+            _by_n_once(
+                n,
+                tuples,
+                folder / f"n{n}" / f"p{k}",
+                100 + n + 1000 * k,
+                random_placement(n, k),
+                batch_rows,
+            )
+            for k in range(placements)
+        ]
+        runs: dict[str, dict] = {}
+        for name in each[0]["runs"]:
+            costs = [e["runs"][name]["cost_per_tuple"] for e in each]
+            runs[name] = {
+                "order": each[0]["runs"][name]["order"],
+                "cost_per_tuple": float(np.mean(costs)),
+                "seconds": float(np.mean([e["runs"][name]["seconds"] for e in each])),
+                "output_rows": sum(e["runs"][name]["output_rows"] for e in each),
+                "spread": spread(costs),
+            }
         out[n] = {
-            "optimum_order": [f + 1 for f in best],
-            "optimum_model": best_cost,
-            "written_model": cost_of(w.drops, range(n)),
+            "placements": each,
+            "optimum_model": float(np.mean([e["optimum_model"] for e in each])),
+            "written_model": float(np.mean([e["written_model"] for e in each])),
             "runs": runs,
         }
         say(
-            f"n = {n}: "
-            + ", ".join(f"{k} {v['cost_per_tuple']:.3f}" for k, v in runs.items())
-            + f" (cost per tuple; {w.describe()})"
+            f"n = {n}, mean of {placements} placements: "
+            + ", ".join(
+                f"{k} {v['cost_per_tuple']:.3f} [{v['spread']['min']:.3f}-{v['spread']['max']:.3f}]"
+                for k, v in runs.items()
+            )
         )
     return out
 
 
-def _blocks(batches: Sequence[tuple[int, int, int]], block: int, tuples: int) -> list[float]:
-    """Cost per tuple per block of `block` tuples from a meter's batches."""
-    evals = np.zeros(-(-tuples // block))
-    rows = np.zeros_like(evals)
-    seen = 0
-    for t, e, p in batches:
-        k = min(seen // block, len(evals) - 1)
-        evals[k] += e + p
-        rows[k] += t
-        seen += t
-    return (evals / np.maximum(rows, 1)).tolist()
-
-
-def _settle(ratios: Sequence[float], start: int) -> int | None:
-    """The first block from `start` opening `HOLD` blocks within `WITHIN` (None: never)."""
-    for b in range(start, len(ratios) - HOLD + 1):
-        if all(r <= WITHIN for r in ratios[b : b + HOLD]):
-            return b
-    return None
+def _reconvergence_once(
+    n: int,
+    tuples: int,
+    period: int,
+    block: int,
+    folder: Path,
+    seed: int,
+    batch_rows: int,
+    orders: Sequence[str],
+) -> dict:
+    """One seed of (b): every order on the same input, changes at the same tuples."""
+    if period % batch_rows:
+        raise ValueError(f"a change ({period:,}) falls inside a batch of {batch_rows:,} rows")
+    if block % batch_rows:
+        raise ValueError(f"a block ({block:,}) is a whole number of {batch_rows:,}-row steps")
+    rng = np.random.default_rng(seed)
+    drop = rng.permutation(np.linspace(0.2, 0.8, n))
+    w = generate(n, tuples, drop=drop, period=period, seed=seed)
+    w.write(folder / "S0.parquet")
+    best = [optimum(w.drops[k * period : (k + 1) * period])[0] for k in range(len(w.phases))]
+    nsteps = -(-tuples // batch_rows)
+    rows = np.array([min(batch_rows, tuples - s * batch_rows) for s in range(nsteps)], dtype=float)
+    reference = (
+        np.array(
+            [
+                cost_of(
+                    w.drops[s * batch_rows : (s + 1) * batch_rows], best[w.phase_of(s * batch_rows)]
+                )
+                for s in range(nsteps)
+            ]
+        )
+        * rows
+    )  # the phase's optimal order's evaluations per step
+    written = _prepare(w, folder)
+    results = [
+        run(written, VARIANTS[o][0], out=_out(written), batch_rows=batch_rows, **VARIANTS[o][1])
+        for o in orders
+    ]
+    same_output(results, w.passing())
+    changes = [k * period for k in range(1, len(w.phases))]
+    per = block // batch_rows
+    nblocks = -(-tuples // block)
+    ref_blocks = [
+        float(reference[b * per : (b + 1) * per].sum() / rows[b * per : (b + 1) * per].sum())
+        for b in range(nblocks)
+    ]
+    out: dict = {
+        "seed": seed,
+        "phases": w.phases,
+        "optimum_orders": [[f + 1 for f in o] for o in best],
+        "optimum_blocks": ref_blocks,
+        "runs": {},
+    }
+    for o, r in zip(orders, results, strict=True):
+        if r.tuples != tuples or sum(b[0] for b in r.batches) != tuples:
+            raise RuntimeError(f"{o} saw {r.tuples:,} tuples, not {tuples:,}")
+        evals, got = steps(r.batches, batch_rows, tuples)
+        if not np.array_equal(got, rows):
+            raise RuntimeError(f"{o}'s batches are not {batch_rows:,}-row steps")
+        settled, after = [], []
+        for at in changes:
+            s = settle(
+                evals,
+                reference,
+                start=at // batch_rows,
+                stop=min(at + period, tuples) // batch_rows,
+                window=per,
+                hold=HOLD,
+                within=WITHIN,
+            )
+            settled.append(None if s is None else s * batch_rows)
+            a, b = at // batch_rows, (at + AFTER) // batch_rows
+            after.append(float(evals[a:b].sum() / reference[a:b].sum()))
+        blocks = [
+            float(evals[b * per : (b + 1) * per].sum() / rows[b * per : (b + 1) * per].sum())
+            for b in range(nblocks)
+        ]
+        out["runs"][o] = {
+            **r.as_json(series=True),
+            "blocks": blocks,
+            "ratios": [c / max(ref, 1e-9) for c, ref in zip(blocks, ref_blocks, strict=True)],
+            "tuples_to_reconverge": settled,
+            "ratio_after_change": after,
+        }
+    return out
 
 
 def reconvergence(
@@ -146,57 +275,68 @@ def reconvergence(
     say: Say = lambda _: None,
     batch_rows: int = BATCH_ROWS,
     orders: Sequence[str] = ("a-greedy", "sweep", "local-swaps", "a-greedy (unit)"),
+    seeds: int = SEEDS,
 ) -> dict:
-    """(b): per order the cost per tuple of each block, the ratio to the phase's optimum on the
-    same block, and tuples to re-converge after each change."""
-    rng = np.random.default_rng(200 + n)
-    drop = rng.permutation(np.linspace(0.2, 0.8, n))
-    w = generate(n, tuples, drop=drop, period=period, seed=200 + n)
-    sub = folder / f"reconverge-n{n}"
-    w.write(sub / "S0.parquet")
-    best = [optimum(w.drops[k * period : (k + 1) * period])[0] for k in range(len(w.phases))]
-    nblocks = -(-tuples // block)
-    reference = [
-        cost_of(w.drops[b * block : (b + 1) * block], best[w.phase_of(b * block)])
-        for b in range(nblocks)
+    """(b), repeated on `seeds` inputs (seed s: its own selectivities, permutation and draws;
+    s = 0 the bench's single input until 2026-11-29); every order runs on each. Tuples to
+    re-converge are measured to the batch (`batch_rows` tuples), with windows of `block`.
+
+    {"n", "tuples", "period", "block", "step", "seeds": [per seed: phases, optimum_orders,
+    optimum_blocks, runs], "optimum_blocks" (median per block), "runs": {order: per change
+    the `spread` of tuples to re-converge and of the mean ratio over the next `AFTER` tuples,
+    their medians as "tuples_to_reconverge" / "ratio_after_change", and the median, min and
+    max ratio per block}}."""
+    each = [
+        _reconvergence_once(
+            n,
+            tuples,
+            period,
+            block,
+            folder / f"reconverge-n{n}" / f"s{s}",
+            200 + n + 1000 * s,
+            batch_rows,
+            orders,
+        )
+        for s in range(seeds)
     ]
-    written = _prepare(w, sub)
-    results = [
-        run(written, VARIANTS[o][0], out=_out(written), batch_rows=batch_rows, **VARIANTS[o][1])
-        for o in orders
-    ]
-    same_output(results, w.passing())
-    changes = [k * period for k in range(1, len(w.phases))]
     out: dict = {
         "n": n,
         "tuples": tuples,
         "period": period,
         "block": block,
-        "phases": w.phases,
-        "optimum_orders": [[f + 1 for f in o] for o in best],
-        "optimum_blocks": reference,
+        "step": batch_rows,
+        "within": WITHIN,
+        "hold": HOLD,
+        "phases": each[0]["phases"],
+        "seeds": each,
+        "optimum_blocks": np.median([e["optimum_blocks"] for e in each], axis=0).tolist(),
         "runs": {},
     }
-    for o, r in zip(orders, results, strict=True):
-        costs = _blocks(r.batches, block, tuples)
-        ratios = [c / max(ref, 1e-9) for c, ref in zip(costs, reference, strict=True)]
-        settle, after = [], []
-        for at in changes:
-            b = _settle(ratios, at // block)
-            settle.append(None if b is None or b * block >= at + period else (b + 1) * block - at)
-            first = at // block
-            after.append(float(np.mean(ratios[first : first + max(1, AFTER // block)])))
+    for o in orders:
+        rs = [e["runs"][o] for e in each]
+        nchanges = len(rs[0]["tuples_to_reconverge"])
+        settle_spread = [
+            spread([r["tuples_to_reconverge"][c] for r in rs]) for c in range(nchanges)
+        ]
+        after_spread = [spread([r["ratio_after_change"][c] for r in rs]) for c in range(nchanges)]
+        ratios = np.array([r["ratios"] for r in rs])
         out["runs"][o] = {
-            **r.as_json(series=True),
-            "blocks": costs,
-            "ratios": ratios,
-            "tuples_to_reconverge": settle,
-            "ratio_after_change": after,
+            "order": o,
+            "output_rows": sum(r["output_rows"] for r in rs),
+            "cost_per_tuple": float(np.mean([r["cost_per_tuple"] for r in rs])),
+            "tuples_to_reconverge": [s["median"] for s in settle_spread],
+            "reconverge_spread": settle_spread,
+            "ratio_after_change": [s["median"] for s in after_spread],
+            "after_spread": after_spread,
+            "blocks": np.median([r["blocks"] for r in rs], axis=0).tolist(),
+            "ratios": np.median(ratios, axis=0).tolist(),
+            "ratios_min": ratios.min(axis=0).tolist(),
+            "ratios_max": ratios.max(axis=0).tolist(),
         }
         say(
-            f"re-convergence n = {n}: {o} cost {r.cost_per_tuple:.3f}, tuples to come within "
-            f"{WITHIN:g}x after each change: {settle}; mean ratio over the next "
-            f"{AFTER:,} tuples: {[round(a, 3) for a in after]}"
+            f"re-convergence n = {n}, {seeds} seeds: {o} tuples to come within {WITHIN:g}x "
+            f"after the change: {[s['values'] for s in settle_spread]}, median "
+            f"{[s['median'] for s in settle_spread]}"
         )
     return out
 

@@ -23,8 +23,33 @@ def _never(t: int | None) -> float:
     return math.inf if t is None else float(t)
 
 
+def _wins(a: list[float | None], b: list[float | None]) -> int:
+    """How many paired runs `a` is strictly below `b` in (None: never, above any number)."""
+    return sum(_never(x) < _never(y) for x, y in zip(a, b, strict=True))
+
+
+def _cost_check(r: Mapping[str, Any], ag: float, ind: float) -> str:
+    """The detail of "A-Greedy below Independent": means, ranges, instances won."""
+    runs = r["runs"]
+    detail = f"{ag:.3f} vs {ind:.3f} evaluations per tuple"
+    each = r.get("placements")
+    if each:
+        a = [e["runs"]["a-greedy"]["cost_per_tuple"] for e in each]
+        b = [e["runs"]["independent"]["cost_per_tuple"] for e in each]
+        sa, sb = runs["a-greedy"]["spread"], runs["independent"]["spread"]
+        detail += (
+            f" (mean of {len(each)} placements; range {sa['min']:.3f}-{sa['max']:.3f} vs "
+            f"{sb['min']:.3f}-{sb['max']:.3f}; A-Greedy below in {_wins(a, b)} of {len(each)})"
+        )
+    return detail
+
+
 def checks(results: Mapping[str, Any]) -> dict[str, dict]:
-    """{claim: {"holds": bool, "detail": str}} for the parts present in `results`."""
+    """{claim: {"holds": bool, "detail": str}} for the parts present in `results`.
+
+    With several placements (a) compares the means over them; with several seeds (b) compares
+    the medians of the tuples to re-converge (None, never, above any number) and says in how
+    many seeds A-Greedy was strictly faster."""
     out: dict[str, dict] = {}
     for n, r in results.get("by_n", {}).items():
         runs = r["runs"]
@@ -32,7 +57,7 @@ def checks(results: Mapping[str, Any]) -> dict[str, dict]:
         if int(n) >= 3:
             out[f"n = {n}: A-Greedy below Independent"] = {
                 "holds": ag < ind,
-                "detail": f"{ag:.3f} vs {ind:.3f} evaluations per tuple",
+                "detail": _cost_check(r, ag, ind),
             }
         if int(n) <= NEAR_N:
             out[f"n = {n}: A-Greedy within {NEAR_OPTIMUM:g}x the optimum"] = {
@@ -48,10 +73,30 @@ def checks(results: Mapping[str, Any]) -> dict[str, dict]:
                 continue
             theirs = runs[other]["tuples_to_reconverge"]
             holds = all(_never(a) < _never(b) for a, b in zip(ag, theirs, strict=True))
+            detail = f"tuples after each change: {ag} vs {theirs} (None: not within the phase)"
+            seeds = rc.get("seeds")
+            if seeds:
+                won = [
+                    _wins(
+                        [s["runs"]["a-greedy"]["tuples_to_reconverge"][c] for s in seeds],
+                        [s["runs"][other]["tuples_to_reconverge"][c] for s in seeds],
+                    )
+                    for c in range(len(ag))
+                ]
+                spreads = [
+                    (runs["a-greedy"]["reconverge_spread"][c], runs[other]["reconverge_spread"][c])
+                    for c in range(len(ag))
+                ]
+                detail = (
+                    f"median tuples after each change over {len(seeds)} seeds: {ag} vs {theirs} "
+                    f"(None: not within the phase); per seed "
+                    + "; ".join(f"{a['values']} vs {b['values']}" for a, b in spreads)
+                    + "; A-Greedy strictly faster in "
+                    + ", ".join(f"{w} of {len(seeds)}" for w in won)
+                )
             out[f"re-convergence: A-Greedy faster than {other}"] = {
                 "holds": holds,
-                "detail": f"tuples after each change: {ag} vs {theirs} "
-                "(None: not within the phase)",
+                "detail": detail,
             }
     for rows, per in results.get("real", {}).get("by_batch", {}).items():
         ag, st = per["a-greedy"]["rows_per_second"], per["static"]["rows_per_second"]
@@ -68,25 +113,52 @@ def text(results: Mapping[str, Any], verdicts: Mapping[str, dict]) -> str:
     by_n = results.get("by_n", {})
     if by_n:
         orders = list(next(iter(by_n.values()))["runs"])
-        lines.append("(a) evaluations per tuple (profiling included), wall seconds in ()")
-        lines.append(f"{'n':>3} " + " ".join(f"{o:>17}" for o in orders))
+        lines.append(
+            "(a) evaluations per tuple (profiling included), mean over placements, [min-max] below"
+        )
+        lines.append(f"{'n':>3} " + " ".join(f"{o:>15}" for o in orders))
         for n, r in by_n.items():
-            cells = [
-                f"{v['cost_per_tuple']:8.3f} ({v['seconds']:5.2f}s)" for v in r["runs"].values()
-            ]
-            lines.append(f"{n:>3} " + " ".join(f"{c:>17}" for c in cells))
+            lines.append(
+                f"{n:>3} " + " ".join(f"{v['cost_per_tuple']:>15.3f}" for v in r["runs"].values())
+            )
+            if "spread" in next(iter(r["runs"].values())):
+                cells = [
+                    f"[{v['spread']['min']:.3f}-{v['spread']['max']:.3f}]"
+                    for v in r["runs"].values()
+                ]
+                lines.append("    " + " ".join(f"{c:>15}" for c in cells))
+        lines.append("")
+        lines.append("(a) per placement (groups of correlated filters: cost per tuple)")
+        for n, r in by_n.items():
+            for e in r.get("placements", []):
+                lines.append(
+                    f"  n = {n}, groups {e['groups']}, seed {e['seed']}: "
+                    + ", ".join(
+                        f"{o} {v['cost_per_tuple']:.3f}"
+                        for o, v in e["runs"].items()
+                        if o != "static"
+                    )
+                )
         lines.append("")
     rc = results.get("reconvergence")
     if rc:
         lines.append(
-            f"(b) n = {rc['n']}, permuted every {rc['period']:,} tuples, blocks of "
-            f"{rc['block']:,}: tuples to come within 1.2x of the new optimum"
+            f"(b) n = {rc['n']}, permuted every {rc['period']:,} tuples: tuples to come within "
+            f"1.2x of the new optimum (windows of {rc['block']:,}, measured to "
+            f"{rc.get('step', rc['block']):,} tuples), median [min-max] over "
+            f"{len(rc.get('seeds', [rc]))} seed(s)"
         )
         for o, r in rc["runs"].items():
+            spreads = r.get("reconverge_spread") or [
+                {"values": [t], "min": t, "max": t} for t in r["tuples_to_reconverge"]
+            ]
+            cells = ", ".join(
+                f"{m} [{s['min']}-{s['max']}] per seed {s['values']}"
+                for m, s in zip(r["tuples_to_reconverge"], spreads, strict=True)
+            )
             lines.append(
-                f"  {o:16} {r['tuples_to_reconverge']}  (cost per tuple "
-                f"{r['cost_per_tuple']:.3f}; over the next {AFTER:,} tuples "
-                f"{[round(a, 2) for a in r['ratio_after_change']]}x the optimum)"
+                f"  {o:16} {cells}  (cost per tuple {r['cost_per_tuple']:.3f}; over the next "
+                f"{AFTER:,} tuples {[round(a, 2) for a in r['ratio_after_change']]}x the optimum)"
             )
         lines.append("")
     ov = results.get("overhead")

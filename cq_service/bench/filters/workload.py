@@ -5,8 +5,10 @@ membership ``v_i IN (<constant set>)``: a tuple passes F_i when v_i is drawn fro
 dropped when it is drawn from its complement, so the generator decides each tuple's verdicts
 first (its *drop bits*) and picks the values to match.
 
-Correlation (the thesis' generator): ⌈n/Γ⌉ groups of Γ consecutive filters (F1, F2 | F3, F4 |
-…; the last group may be smaller). Per tuple and group a coin with probability `q` decides
+Correlation (the thesis' generator): ⌈n/Γ⌉ groups of Γ filters; by default consecutive ones
+(F1, F2 | F3, F4 | …; the last group may be smaller), or, with a `placement` (a permutation of
+the filter indices), consecutive ones of the placement, so which filters share a group is not
+tied to the order they are written in (`random_placement`). Per tuple and group a coin with probability `q` decides
 whether the group's filters share one uniform draw U_g or each draws its own U_i; F_i drops the
 tuple when its draw is below its drop probability d_i. Each filter's unconditional drop
 probability is exactly d_i whatever q is, and with the default d_i = 0.5 and Γ = 2, q = 0.6
@@ -28,7 +30,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["DOMAIN", "SET_SIZE", "Workload", "coupling", "generate", "groups"]
+__all__ = [
+    "DOMAIN",
+    "SET_SIZE",
+    "Workload",
+    "coupling",
+    "generate",
+    "groups",
+    "random_placement",
+]
 
 GAMMA = 2  # the correlation factor Γ
 AGREE = 0.8  # filters in a group give the same result on this share of tuples
@@ -36,9 +46,21 @@ SET_SIZE = 64  # the constant set of each filter: SET_SIZE values out of 0 .. DO
 DOMAIN = 128
 
 
-def groups(n: int, gamma: int = GAMMA) -> list[list[int]]:
-    """⌈n/Γ⌉ groups of Γ consecutive filter indices (the last may be smaller)."""
-    return [list(range(g, min(g + gamma, n))) for g in range(0, n, gamma)]
+def groups(n: int, gamma: int = GAMMA, placement: Sequence[int] | None = None) -> list[list[int]]:
+    """⌈n/Γ⌉ groups of Γ consecutive filter indices (the last may be smaller); with
+    `placement`, Γ consecutive entries of it."""
+    at = list(range(n)) if placement is None else [int(f) for f in placement]
+    if sorted(at) != list(range(n)):
+        raise ValueError(f"a placement is a permutation of 0 … {n - 1}, got {at}")
+    return [at[g : g + gamma] for g in range(0, n, gamma)]
+
+
+def random_placement(n: int, k: int) -> list[int]:
+    """The k-th placement of `cq bench filters`: k = 0 the identity (consecutive filters
+    grouped), k ≥ 1 a permutation seeded by k."""
+    if k == 0:
+        return list(range(n))
+    return np.random.default_rng(10_000 + k).permutation(n).tolist()
 
 
 def coupling(gamma: int = GAMMA, agree: float = AGREE, drop: float = 0.5) -> float:
@@ -111,10 +133,13 @@ def generate(
     agree: float = AGREE,
     seed: int = 0,
     rows_per_instant: int = 1000,
+    placement: Sequence[int] | None = None,
 ) -> Workload:
     """`tuples` tuples for `n` filters. `drop`: the drop probabilities (default 0.5 each, the
     thesis' unconditional selectivity); with `period`, they are permuted every `period` tuples
-    (the first phase keeps them as given)."""
+    (the first phase keeps them as given); `placement`: which filters share a group
+    (`groups`)."""
+    members = groups(n, gamma, placement)
     if n < 1 or tuples < 1:
         raise ValueError("at least one filter and one tuple")
     rng = np.random.default_rng(seed)
@@ -136,7 +161,7 @@ def generate(
         d[k * period : (k + 1) * period] = probs
     q = coupling(gamma, agree)
     draws = rng.random((tuples, n))
-    for g in groups(n, gamma):
+    for g in members:
         shared = rng.random(tuples)
         together = rng.random(tuples) < q
         draws[:, g] = np.where(together[:, None], shared[:, None], draws[:, g])
@@ -157,5 +182,5 @@ def generate(
         period,
         seed,
         rows_per_instant,
-        groups(n, gamma),
+        members,
     )
