@@ -104,15 +104,15 @@ def _compile(e: BExpr) -> Evaluator:
 
 
 def _constant(value: object, t: DataType) -> Evaluator:
-    """The constant broadcast to the batch size (the last array built is reused)."""
-    last: list[tuple[int, pa.Array]] = [(-1, pa.nulls(0))]
+    """The constant broadcast to the batch size: the longest array built so far is kept, and a
+    shorter batch gets a zero-copy slice of it (batches and their slices vary in length)."""
+    longest: list[pa.Array] = [broadcast(value, t, 0)]
 
     def ev(cols, n):
-        size, arr = last[0]
-        if size != n:
-            arr = broadcast(value, t, n)
-            last[0] = (n, arr)
-        return arr
+        arr = longest[0]
+        if len(arr) < n:
+            arr = longest[0] = broadcast(value, t, n)
+        return arr if len(arr) == n else arr.slice(0, n)
 
     return ev
 
