@@ -208,10 +208,13 @@ class ACaching:
         reprofile = self.choices >= self._next_profile
         if reprofile:
             self._next_profile = self.choices + self.reprofile
+        # a candidate whose cache has run is valued by its measures, not its shadow's hits:
+        # profiling it again would cost and tell nothing
         profiled = frozenset(
             s.segment
             for s in stats
             if s.segment not in used
+            and measured_net(s) is None
             and (reprofile or (s.state == "profiled" and s.segment not in nets))
         )
         return Choice(used, profiled)

@@ -180,3 +180,14 @@ def test_profiling_backs_off_while_it_finds_nothing() -> None:
         bad.state = "profiled" if choice.profiled else "unused"
     gaps = [b - a for a, b in pairwise(rounds)]
     assert gaps == sorted(gaps) and gaps[-1] > ACaching.REPROFILE  # ever rarer
+
+
+def test_a_candidate_valued_by_its_measures_is_not_profiled_again() -> None:
+    seg = Segment(0, 0, 2)
+    slow = _stats(seg, **ROWS, **PLAIN, cache_s=1.2e-3, cache_rows=100, state="used")
+    fresh = _stats(Segment(1, 0, 2), **ROWS, state="unused")
+    sel = ACaching(3)
+    sel.choices = ACaching.REPROFILE - 1  # the next choice is a profiling round
+    choice = sel.choose([slow, fresh], pool_rows=1000)
+    assert seg not in choice.used and seg not in choice.profiled
+    assert fresh.segment in choice.profiled
