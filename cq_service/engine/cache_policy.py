@@ -6,7 +6,8 @@ probes (at least two probes). Its key is the values of the equalities joining th
 bound before the segment to those in it; its entries hold, per key, the segment's join of
 its inputs' current relations (engine/operators/mjoin_cache.py). The MJoin keeps statistics
 for each candidate (`SegmentStats`: rows that reached it, the work its probes did, updates to
-its inputs, and — while the candidate is *profiled* — would-be hits of a key-only shadow) and
+its inputs, the CPU seconds its probes, its cache's passes, its invalidations and its shadow
+took, and — while the candidate is *profiled* — would-be hits of a key-only shadow) and
 every `every` steps asks the selector (`choose(stats, pool_rows)`) which candidates to *use*
 (a real cache) and which to *profile*; the rest are *unused*. Which caches exist never
 changes a result: every cache is kept consistent with the relations it reads.
@@ -50,6 +51,16 @@ class SegmentStats:
     batches: int = 0  # batches looked up (each one call of the probes, uncached)
     fills: int = 0  # of those, batches with a key missing (the probes ran for it)
     keys: int = 0  # distinct keys looked up, summed over the batches
+    # CPU seconds the engine spent, measured (time.thread_time) over the same period, and
+    # what they were spent on (halved, not floored, at each choice: their ratios persist):
+    plain_s: float = 0.0  # running the segment's probes uncached (whole runs through it)
+    plain_rows: float = 0.0  # rows those runs started with
+    plain_calls: float = 0.0  # probe calls in those runs
+    plain_work: float = 0.0  # rows those probes looked up and produced
+    cache_s: float = 0.0  # passes through its used cache: lookups, fills, gathering, filters
+    cache_rows: float = 0.0  # rows those passes looked up
+    upkeep_s: float = 0.0  # invalidating its cache or shadow as the segment's inputs change
+    profile_s: float = 0.0  # looking its shadow up and filling it while profiled
     entries: int = 0  # entries held now
     cached_rows: int = 0  # result rows held now
     state: str = "unused"  # used | profiled | unused

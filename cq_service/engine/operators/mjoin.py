@@ -29,6 +29,7 @@ profile and polled once the time slice's pipelines ran, and the orders it chose 
 
 from __future__ import annotations
 
+from time import thread_time
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -334,7 +335,7 @@ class MJoin(CachingMixin, MultiInputOperator):
         cols, ts, w = _filtered(self._first_filters[i], cols, ts, w)
         caching = self.cache_selector is not None
         probes = self._pipelines[i]
-        seen: list = [None] * len(probes)  # (rows in, rows out) of each probe run
+        seen: list = [None] * len(probes)  # (rows in, rows out, CPU seconds) of each probe run
         cols_at: list = [None] * len(probes)
         k = 0
         while k < len(probes):
@@ -342,8 +343,10 @@ class MJoin(CachingMixin, MultiInputOperator):
                 return None
             cache = self._segment_at(i, k, deltas) if caching else None
             if cache is not None:
+                t0, m = thread_time(), len(ts)
                 cols, ts, w = self._through_cache(cache, cols, ts, w)
                 cols, ts, w = _filtered(self._after_filters(cache.segment), cols, ts, w)
+                self._charge_pass(cache.segment, thread_time() - t0, m)
                 k = cache.segment.end
                 continue
             probe = probes[k]
@@ -353,8 +356,10 @@ class MJoin(CachingMixin, MultiInputOperator):
             m = len(ts)
             if caching:
                 cols_at[k] = (cols, m)
+            t0 = thread_time() if caching else 0.0
             got = self._probe(i, probe, cols, ts, w, deltas, keys_of, probe.filters)
-            seen[k] = (m, 0 if got is None else len(got[1]))
+            spent = thread_time() - t0 if caching else 0.0
+            seen[k] = (m, 0 if got is None else len(got[1]), spent)
             if got is None:
                 ts = ts[:0]
                 break

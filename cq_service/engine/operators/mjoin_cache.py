@@ -205,8 +205,7 @@ class SegmentCache:
             n = len(self._slots)
             self.clear()
             return n
-        vals = [self.inv[k][1](cols, m).to_pylist() for k in parts]  # type: ignore[operator]
-        named = set(zip(*vals, strict=True))
+        named = self._named(parts, cols, m)
         dropped = 0
         if len(parts) == len(self.inv):
             for key in named:  # parts are every key part, in order
@@ -220,6 +219,15 @@ class SegmentCache:
                 self._drop(slot, e)
                 dropped += 1
         return dropped
+
+    def _named(self, parts: list[int], cols: list[pa.Array], m: int) -> set[Key]:
+        """The distinct values of key parts `parts` in `m` updated rows (one part: found by
+        Arrow, so Python sees each value once however often the rows repeat it)."""
+        if len(parts) == 1:
+            arr = self.inv[parts[0]][1](cols, m)  # type: ignore[operator]
+            return {(v,) for v in pc.unique(arr).to_pylist()}
+        vals = [self.inv[k][1](cols, m).to_pylist() for k in parts]  # type: ignore[operator]
+        return set(zip(*vals, strict=True))
 
     def clear(self) -> None:
         self._slots.clear()

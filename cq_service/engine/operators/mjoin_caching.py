@@ -18,6 +18,8 @@ batch's keys repeat (skew): the plain MJoin's vectorised probes do the segment's
 
 from __future__ import annotations
 
+from time import thread_time
+
 import numpy as np
 import pyarrow as pa
 
@@ -42,6 +44,18 @@ HALVED = (
     "batches",
     "fills",
     "keys",
+)
+# the measured costs, halved as floats (a measure taken while a cache was used stays usable
+# after it is dropped)
+HALVED_MEASURES = (
+    "plain_s",
+    "plain_rows",
+    "plain_calls",
+    "plain_work",
+    "cache_s",
+    "cache_rows",
+    "upkeep_s",
+    "profile_s",
 )
 
 
@@ -266,21 +280,34 @@ class CachingMixin:
     def _after_filters(self, seg: Segment) -> list:
         return self._seg_plans[seg][4]
 
+    def _charge_pass(self, seg: Segment, seconds: float, rows: int) -> None:
+        """A pass of `rows` rows through the used cache on `seg` took `seconds` of CPU."""
+        st = self._seg_stats[seg]
+        st.cache_s += seconds
+        st.cache_rows += rows
+
     def _observe_run(self, i: int, seen: list, cols_at: list, deltas: list) -> None:
-        """Statistics of pipeline i's run: `seen[k]` = (rows in, rows out) of probe k, None
-        where a cache ran it; `cols_at[k]` = the partial rows before probe k, for shadows."""
+        """Statistics of pipeline i's run: `seen[k]` = (rows in, rows out, CPU seconds) of
+        probe k, None where a cache ran it; `cols_at[k]` = the partial rows before probe k,
+        for shadows."""
         for seg, st in self._seg_stats.items():
             if seg.pipeline != i:
                 continue
             span = seen[seg.start : seg.end]
             if len(span) < seg.end - seg.start or any(x is None for x in span):
                 continue
+            work = sum(a + b for a, b, _ in span)
             st.rows_in += span[0][0]
             st.traversals += span[0][0]
             st.rows_out += span[-1][1]
-            st.work += sum(a + b for a, b in span)
+            st.work += work
+            st.plain_s += sum(x[2] for x in span)
+            st.plain_rows += span[0][0]
+            st.plain_calls += len(span)
+            st.plain_work += work
             sh = self._shadows.get(seg)
             if sh is not None and cols_at[seg.start] is not None and self._readable(seg, deltas):
+                t0 = thread_time()
                 cols, m = cols_at[seg.start]
                 keys, inv = sh.distinct(cols, m)
                 counts = np.bincount(inv, minlength=len(keys))
@@ -296,6 +323,7 @@ class CachingMixin:
                         new += 1
                         sh.put(key)
                 st.fills += 1 if new else 0
+                st.profile_s += thread_time() - t0
 
     # -- consistency ------------------------------------------------------------------------------
 
@@ -304,14 +332,17 @@ class CachingMixin:
         for store in (self._caches, self._shadows):
             for seg, c in store.items():
                 inputs, back = self._seg_plans[seg][2], self._seg_plans[seg][7]
+                st = self._seg_stats[seg]
+                t0 = thread_time()
                 for j in inputs:
                     d = deltas[j]
                     if d is not None and len(d):
-                        self._seg_stats[seg].updates += len(d)
+                        st.updates += len(d)
                         if j in back:
                             self._invalidate_back(c, back[j], list(d.columns), len(d))
                         else:
                             c.invalidate(j, list(d.columns), len(d))
+                st.upkeep_s += thread_time() - t0
 
     def _invalidate_back(self, c: SegmentCache, steps: list[tuple], cols: list, m: int) -> None:
         """Drop the entries an update of a segment input holding no key part could change:
@@ -351,6 +382,8 @@ class CachingMixin:
         for st in self._seg_stats.values():
             for f in HALVED:
                 setattr(st, f, getattr(st, f) // 2)
+            for f in HALVED_MEASURES:
+                setattr(st, f, getattr(st, f) / 2)
 
     def apply_choice(self, choice: Choice) -> None:
         """Use, profile and drop caches as `choice` says (overlapping used ones: the first)."""

@@ -161,3 +161,31 @@ def test_direct_mapped_entries_and_the_row_bound() -> None:
     assert not c.put((3,), b, 0, 2)  # two rows: over the bound, not kept
     c.unpin(b)
     assert c.rows <= 1
+
+
+class _Never:
+    """Every candidate profiled, none used; no choice within the test."""
+
+    name = "never"
+    every = 10_000
+
+    def choose(self, stats, pool_rows):  # pragma: no cover - never reached
+        raise AssertionError
+
+
+def test_the_cpu_of_probes_passes_upkeep_and_profiling_is_measured() -> None:
+    # profiled (shadows): the segment's probes run uncached and are timed, its shadow's
+    # lookups are charged to profiling and its invalidations to upkeep
+    j = _repeated(_Never())
+    check(j, chain_match, 29)
+    st = j.op._seg_stats[Segment(0, 0, 2)]
+    assert st.state == "profiled"
+    assert st.plain_s > 0 and st.plain_rows == st.rows_in and st.plain_calls > 0
+    assert st.plain_work == st.work
+    assert st.profile_s > 0 and st.upkeep_s > 0  # B's and A's expiries at step 10
+    assert st.cache_s == 0 and st.cache_rows == 0
+    # used: its passes are timed, with the rows they looked up
+    j = _repeated(AllCaches(every=1))
+    st = j.op._seg_stats[Segment(0, 0, 2)]
+    assert st.state == "used" and st.cache_s > 0 and st.cache_rows > 0
+    assert st.profile_s == 0
