@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from cq_service.bench.app import bench_app
+from cq_service.bench.app import bench_app, steps
 
 
 @bench_app.command("scheduling")
@@ -100,12 +100,13 @@ def bench_shared_joins(
         typer.echo("error: mean bursts ≥ 1, and a positive rate, speedup and --new-tuples",
                    err=True)
         raise typer.Exit(2)
-    say = (lambda _: None) if json_output else typer.echo
-    say(f"time scale: arrivals {speedup:g}x the paper's real time; {rate:g} tuples/s per stream")
-    by_window = engine_runs.by_window(list(DISTRIBUTIONS), engine_runs.POLICIES, work,
-                                      rate=rate, new_tuples=new_tuples, speedup=speedup, say=say)
-    by_burst = engine_runs.bursts(sizes, engine_runs.POLICIES, work, rate=rate,
-                                  new_tuples=new_tuples, speedup=speedup, say=say)
+    with steps("cq bench shared-joins", silent=json_output) as say:
+        say(f"time scale: arrivals {speedup:g}x the paper's real time; {rate:g} tuples/s per "
+            "stream")
+        by_window = engine_runs.by_window(list(DISTRIBUTIONS), engine_runs.POLICIES, work, rate=rate,
+                                          new_tuples=new_tuples, speedup=speedup, say=say)
+        by_burst = engine_runs.bursts(sizes, engine_runs.POLICIES, work, rate=rate,
+                                      new_tuples=new_tuples, speedup=speedup, say=say)
     verdicts = report.checks(by_window, by_burst)
     if plots is not None:
         from cq_service.bench.shared_joins.plots import burst_chart, model_chart, window_chart
@@ -137,8 +138,8 @@ def bench_joins(
     from cq_service.bench.joins import CASES, run_all
 
     cases = [c for c in CASES if c.endswith("-3")] if quick else list(CASES)
-    say = (lambda _: None) if json_output else typer.echo
-    out = run_all(cases, work, scale=0.25 if quick else 1.0, say=say, repeats=repeats)
+    with steps("cq bench joins", silent=json_output) as say:
+        out = run_all(cases, work, scale=0.25 if quick else 1.0, say=say, repeats=repeats)
     if plots is not None:
         from cq_service.bench.joins.plots import charts
 
@@ -165,19 +166,21 @@ def bench_filters(
     # period is shorter than A-Greedy's profile window takes to turn over at p = 0.01)
     ns, rc_n, rc_tuples, period, block = range(2, 9), 8, 1_200_000, 600_000, 10_000
     real_tuples, repeat = min(tuples, 500_000), 3
+    placements, seeds = experiments.PLACEMENTS, experiments.SEEDS
     if quick:
         ns, tuples, real_tuples, repeat = (3, 6), 100_000, 300_000, 1
+        placements, seeds = experiments.QUICK_PLACEMENTS, experiments.QUICK_SEEDS
     if tuples < 1_000:
         typer.echo("error: --tuples is at least 1000", err=True)
         raise typer.Exit(2)
-    say = (lambda _: None) if json_output else typer.echo
-    results: dict = {"quick": quick, "tuples": tuples}
-    results["by_n"] = experiments.by_n(list(ns), tuples, work, say=say)
-    results["reconvergence"] = experiments.reconvergence(rc_n, rc_tuples, period, block, work,
-                                                         say=say)
-    results["overhead"] = experiments.overhead((3, 8), (0.01, 0.05), tuples, work, say=say)
-    results["real"] = experiments.real(real_tuples, work, batch_sizes=(1_000, 65_536),
-                                       repeat=repeat, say=say)
+    with steps("cq bench filters", silent=json_output) as say:
+        results: dict = {"quick": quick, "tuples": tuples}
+        results["by_n"] = experiments.by_n(list(ns), tuples, work, placements=placements, say=say)
+        results["reconvergence"] = experiments.reconvergence(rc_n, rc_tuples, period, block, work,
+                                                             seeds=seeds, say=say)
+        results["overhead"] = experiments.overhead((3, 8), (0.01, 0.05), tuples, work, say=say)
+        results["real"] = experiments.real(real_tuples, work, batch_sizes=(1_000, 65_536),
+                                           repeat=repeat, say=say)
     verdicts = report.checks(results)
     results["checks"] = verdicts
     if plots is not None:

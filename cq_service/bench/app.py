@@ -35,11 +35,14 @@ def is_quiet() -> bool:
     return _QUIET[0]
 
 
-def steps(title: str):
-    """A benchmark's step messages: to stderr, and into a status line on a terminal."""
+def steps(title: str, *, silent: bool = False):
+    """A benchmark's step messages: to stderr, and into a status line on a terminal; nowhere
+    when `silent` (a --json run keeps to its JSON)."""
+    from contextlib import nullcontext
+
     from cq_service.progress import bench_steps
 
-    return bench_steps(title, quiet=_QUIET[0])
+    return nullcontext(lambda _: None) if silent else bench_steps(title, quiet=_QUIET[0])
 
 
 def machine(note: str = "") -> str:

@@ -68,6 +68,7 @@ WITHIN = 1.2  # re-converged: a block's cost within this factor of the phase's o
 HOLD = 3  # ... for this many consecutive blocks
 PLACEMENTS = 5  # (a): instances (seed and placement into correlation groups) per n
 SEEDS = 5  # (b): inputs (selectivities, permutation, draws) the experiment is repeated on
+QUICK_PLACEMENTS, QUICK_SEEDS = 2, 1  # `cq bench filters --quick`, the CI check
 Say = Callable[[str], None]
 
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from cq_service.bench.cli import bench_app
 from cq_service.bench.filters.engine_runs import run
-from cq_service.bench.filters.experiments import PLACEMENTS, SEEDS, same_output
+from cq_service.bench.filters.experiments import QUICK_PLACEMENTS, QUICK_SEEDS, same_output
 from cq_service.bench.filters.optimum import cost_of
 from cq_service.bench.filters.pipeline import pipeline_yaml, query_cql
 from cq_service.bench.filters.report import checks, text
@@ -74,7 +74,7 @@ def test_quick_bench(tmp_path: Path) -> None:
     data = json.loads(result.output)
     assert set(data["by_n"]) == {"3", "6"}
     for r in data["by_n"].values():
-        assert len(r["placements"]) == PLACEMENTS
+        assert len(r["placements"]) == QUICK_PLACEMENTS
         for e in r["placements"]:  # every instance: every order the same rows
             assert len({v["output_rows"] for v in e["runs"].values()}) == 1
         rows = {v["output_rows"] for v in r["runs"].values()}
@@ -90,7 +90,7 @@ def test_quick_bench(tmp_path: Path) -> None:
         } <= set(r["runs"])
         assert r["runs"]["optimum"]["cost_per_tuple"] == pytest.approx(r["optimum_model"])
     rc = data["reconvergence"]
-    assert len(rc["seeds"]) == SEEDS
+    assert len(rc["seeds"]) == QUICK_SEEDS
     assert {"a-greedy", "sweep", "local-swaps"} <= set(rc["runs"])
     assert len({v["output_rows"] for v in rc["runs"].values()}) == 1
     for v in rc["runs"].values():
