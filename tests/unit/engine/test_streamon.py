@@ -61,23 +61,24 @@ def test_a_flagged_reoptimizer_runs_at_the_next_poll_and_only_then():
     assert (watch.triggers, watch.changes) == (2, 1)
 
 
-def test_the_owner_may_poll_its_own_watch_first():
-    """A watch polled by its owner is not re-optimized again by the registry's poll."""
-    monitor = StreaMon()
-    r = Toggle()
+def _registered() -> tuple[StreaMon, Toggle, Watch]:
+    """A registry with one Toggle re-optimizer's watch in it, flagged."""
+    monitor, r = StreaMon(), Toggle()
     watch = Watch(r, "op")
     monitor.register(watch)
     watch.flag()
+    return monitor, r, watch
+
+
+def test_the_owner_may_poll_its_own_watch_first():
+    """A watch polled by its owner is not re-optimized again by the registry's poll."""
+    monitor, r, watch = _registered()
     assert watch.poll() and r.runs == 1
     assert monitor.poll() == 0 and r.runs == 1
 
 
 def test_an_unregistered_watch_is_not_polled():
-    monitor = StreaMon()
-    r = Toggle()
-    watch = Watch(r, "op")
-    monitor.register(watch)
-    watch.flag()
+    monitor, r, watch = _registered()
     monitor.unregister(watch)
     assert monitor.poll() == 0 and r.runs == 0 and len(monitor) == 0
     watch.flag()  # flagging no longer reaches the registry
