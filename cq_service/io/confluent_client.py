@@ -102,6 +102,9 @@ _RETRIABLE = frozenset(
         "_UNKNOWN_BROKER",
         "_NODE_UPDATE",
         "_UNKNOWN_PARTITION",  # metadata not refreshed yet, after a broker restart
+        # a call in flight when librdkafka replaced the handle of a broker that went away (a
+        # broker restart): asked again, it goes to the new handle (not `_DESTROY`: the client's)
+        "_DESTROY_BROKER",
         "NETWORK_EXCEPTION",
         "REQUEST_TIMED_OUT",
         "LEADER_NOT_AVAILABLE",

@@ -179,3 +179,19 @@ def test_retrying_calls_again_after_retriable_failures_only() -> None:
     with pytest.raises(KafkaCallError, match="Not coordinator"):
         retrying(away, seconds=0.05, pause=0.01)
     assert 2 <= len(calls) <= 10  # retried until the time was up, then raised
+
+
+@pytest.mark.parametrize(
+    ("code", "retriable"),
+    [("_DESTROY_BROKER", True), ("_TRANSPORT", True), ("_DESTROY", False), ("_INVALID_ARG", False)],
+)
+def test_librdkafka_errors_that_go_away_by_themselves_are_retriable(code: str, retriable: bool):
+    """A broker restart can fail a call in flight with _DESTROY_BROKER (the old broker handle
+    destroyed): an outage to ride out, not a source error that stops the worker (it did, in a
+    clean-clone make test of the broker-restart test); _DESTROY is the client's own end."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    from cq_service.io.confluent_client import _describe
+
+    error = _describe(KafkaException(KafkaError(getattr(KafkaError, code))))
+    assert error.retriable is retriable, error
