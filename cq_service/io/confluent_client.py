@@ -22,6 +22,8 @@ import logging
 import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from typing import Any
 
@@ -225,6 +227,8 @@ class ConfluentConsumer:
         self._paused: set[int] = set()
         self._error: KafkaCallError | None = None  # met by a poll that returned messages too
         self._timestamps = config.timestamps
+        self._committer: ThreadPoolExecutor | None = None  # live commits: `commit`
+        self._commit: Future[None] | None = None
 
     def _tp(self, partition: int, offset: int | None = None) -> Any:
         from confluent_kafka import TopicPartition
@@ -361,18 +365,38 @@ class ConfluentConsumer:
         return polled + self._consumer.consume(most - 1, 0) if polled else polled
 
     def commit(self, offsets: Mapping[int, int], metadata: str, timeout_ms: int | None) -> None:
+        """Commit synchronously. librdkafka's synchronous commit waits for the group's
+        coordinator without a bound (while the brokers are away the calling thread would stop
+        there: a worker's engine did), so with `timeout_ms` it runs on a thread of its own and
+        is waited for that long, one commit at a time; not confirmed by then is retriable."""
         from confluent_kafka import KafkaException, TopicPartition
 
         wanted = [TopicPartition(self.topic, p, int(o), metadata) for p, o in offsets.items()]
         if not wanted:  # librdkafka would commit its stored offsets instead (there are none)
             return
+
+        def commit() -> None:
+            try:
+                done = self._consumer.commit(offsets=wanted, asynchronous=False)
+            except KafkaException as e:
+                raise _describe(e) from None
+            for tp in done or ():
+                if tp.error is not None:
+                    raise _describe(tp.error)
+
+        if timeout_ms is None:
+            commit()
+            return
+        if self._commit is not None and not self._commit.done():
+            raise KafkaCallError("the previous offset commit is not confirmed yet", retriable=True)
+        if self._committer is None:
+            self._committer = ThreadPoolExecutor(1, thread_name_prefix=f"commit-{self.topic}")
+        self._commit = self._committer.submit(commit)
         try:
-            done = self._consumer.commit(offsets=wanted, asynchronous=False)
-        except KafkaException as e:
-            raise _describe(e) from None
-        for tp in done or ():
-            if tp.error is not None:
-                raise _describe(tp.error)
+            self._commit.result(timeout_ms / 1000)
+        except FutureTimeout:
+            raise KafkaCallError(f"offset commit not confirmed within {timeout_ms} ms",
+                                 retriable=True) from None
 
     def pause(self, partitions: Sequence[int]) -> None:
         self._paused.update(partitions)
@@ -387,6 +411,8 @@ class ConfluentConsumer:
             self._consumer.resume(placed)
 
     def close(self) -> None:
+        if self._committer is not None:
+            self._committer.shutdown(wait=False)
         self._consumer.close()
 
 
