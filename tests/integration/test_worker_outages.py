@@ -231,7 +231,8 @@ def test_the_worker_rides_out_a_broker_restart(tmp_path: Path, own_kafka: OwnKaf
         assert worker.proc is not None and worker.proc.poll() is None  # the worker is up
 
         own_kafka.start()
-        until(lambda: readiness(worker)[0] == 200, 60, "/readyz ready again")
+        until(lambda: readiness(worker)[0] == 200, 120, "/readyz ready again",
+              show=lambda: readiness(worker))
         feeder.join(60)
         Feeder(bootstrap, "in", flush_records(), seconds=0).run()
         check_results({q: Results(bootstrap, t) for q, t in sinks.items()}, expected, before)
@@ -287,7 +288,8 @@ def test_the_worker_rides_out_a_catalog_restart(
         assert worker.proc is not None and worker.proc.poll() is None
 
         own_postgres.start()
-        until(lambda: readiness(worker)[0] == 200, 60, "/readyz ready again")
+        until(lambda: readiness(worker)[0] == 200, 120, "/readyz ready again",
+              show=lambda: readiness(worker))
         until(lambda: http(worker.port, "/pipelines")[0] == 200, 30, "GET /pipelines answers")
         until(lambda: http(worker.port, "/queries/kafka-e2e/extra")[1].get("running"), 30,
               "the waiting change deployed")
